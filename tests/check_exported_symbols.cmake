@@ -1,0 +1,22 @@
+# Fails when the shared library exports a symbol that does not start with pb_.
+# Usage: cmake -DLIB=path/to/libpyramidkv.so -P check_exported_symbols.cmake
+execute_process(COMMAND nm -D --defined-only ${LIB}
+                OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIB}")
+endif()
+string(REPLACE "\n" ";" lines "${out}")
+set(count 0)
+foreach(line ${lines})
+  if(line MATCHES "^[0-9a-fA-F]+ [A-Za-z] (.+)$")
+    set(sym ${CMAKE_MATCH_1})
+    if(NOT sym MATCHES "^pb_")
+      message(FATAL_ERROR "exported symbol without the pb_ prefix: ${sym}")
+    endif()
+    math(EXPR count "${count}+1")
+  endif()
+endforeach()
+if(count EQUAL 0)
+  message(FATAL_ERROR "no exported symbols found in ${LIB}")
+endif()
+message(STATUS "${count} exported symbols, all pb_")

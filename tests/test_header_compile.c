@@ -1,0 +1,23 @@
+/*
+ * test_header_compile.c - links the C11 and C++ compilations of the public
+ * header and checks that both see the same defaults and vtables.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+int pb_header_probe_c11(void);
+int pb_header_probe_cxx(void);
+
+static void both_languages_agree(void **state) {
+    (void)state;
+    assert_int_equal(pb_header_probe_c11(), 512 + 512 + 0 + 1 + 1);
+    assert_int_equal(pb_header_probe_cxx(), pb_header_probe_c11());
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(both_languages_agree)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
