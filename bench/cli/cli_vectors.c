@@ -1,0 +1,93 @@
+/*
+ * cli_vectors.c - `pyramidkv vectors FILE...`: runs golden vector files
+ * through the runner in vector_runner.c and prints the failures and the
+ * closing "N passed, M failed" line. It owns the command line only; the
+ * schema and the replay live in the runner.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_commands.h"
+#include "vector_runner.h"
+
+static void vectors_usage(FILE *out) {
+    fputs(
+        "usage: pyramidkv vectors [--verbose] [--] FILE...\n"
+        "\n"
+        "Runs every step of every case of each golden vector FILE (JSON; '-' reads\n"
+        "standard input) against libpyramidkv, prints each failing case with the\n"
+        "file, case name, step index, expected and actual values, and ends with\n"
+        "the line 'N passed, M failed' (cases over all files). Exit status: 0 when\n"
+        "every case passed and every file was readable, 1 otherwise, 2 on a usage\n"
+        "error.\n"
+        "\n"
+        "options:\n"
+        "  -v, --verbose  also list passing cases and count the steps run per call\n"
+        "  -h, --help     show this help\n"
+        "\n"
+        "schema (docs/vectors.md has it in full):\n"
+        "  {\"policy\": \"kv-cache/pyramidkv\" | \"kv-cache/snapkv\", \"version\": 1,\n"
+        "   \"cases\": [{\"name\", \"why\", \"seed\", \"params\": {budget, layer, numLayers,\n"
+        "     pyramidRatio, recentWindow, obsWindow, poolKernel} (snapkv: budget,\n"
+        "     recentWindow, obsWindow, poolKernel; missing -> default),\n"
+        "     \"options\": {capacity, pool: \"max\"|\"avg\", prefillScope, prefillMaxLen}\n"
+        "       (native surface), \"surface\": \"compatible\"|\"native\",\n"
+        "     \"expectCreateError\": true | \"PB_ERR_...\", \"steps\": [{\"call\", \"args\",\n"
+        "     \"expect\", \"expectStatus\", \"tolerance\"}]}]}\n"
+        "  calls: onDecodeStep [pos, [weights...] | null]; evict [budget] or\n"
+        "    [budget, victimsCapacity] -> [victims ascending]; effectiveBudget,\n"
+        "    keptCount, capacity -> int; windowScoreOf [pos] -> number (exact unless\n"
+        "    \"tolerance\"); keptPositions -> [positions]; reset.\n"
+        "  Steps run on the policybook-compatible vtable unless the case or step\n"
+        "  needs the native surface (options, an exact status); introspection\n"
+        "  always uses the native functions on the same instance.\n"
+        "  {\"policy\": \"kv-cache/pyramid-budget\", \"version\": 1, \"cases\": [{\"name\",\n"
+        "   \"why\", \"budget\", \"numLayers\", \"pyramidRatio\", \"expect\": [share of\n"
+        "   every layer] | (\"layer\" and \"expect\": share), \"expectTotal\"}]}\n",
+        out);
+}
+
+/* Whether argv[i] is a file name: anything after "--", "-" (standard
+ * input) and every argument that does not start with '-'. */
+static int is_file_arg(char **argv, int i, int dashdash) {
+    return (dashdash && i > dashdash) || argv[i][0] != '-' ||
+           argv[i][1] == '\0';
+}
+
+int pb_cli_vectors(int argc, char **argv) {
+    pb_vector_options options = {stdout, 0, 0};
+    int dashdash = 0, files = 0;
+    /* First pass: flags may come anywhere before "--"; check them all before
+     * running anything. */
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (is_file_arg(argv, i, dashdash)) {
+            ++files;
+        } else if (strcmp(a, "--") == 0) {
+            dashdash = i;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            vectors_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            options.verbose = 1;
+        } else {
+            fprintf(stderr,
+                    "pyramidkv vectors: unknown option '%s' (see pyramidkv "
+                    "vectors --help)\n",
+                    a);
+            return 2;
+        }
+    }
+    if (files == 0) {
+        fprintf(stderr, "pyramidkv vectors: no vector file given (see pyramidkv "
+                        "vectors --help)\n");
+        return 2;
+    }
+    pb_vector_totals totals = PB_VECTOR_TOTALS_INIT;
+    for (int i = 1; i < argc; ++i)
+        if (is_file_arg(argv, i, dashdash))
+            pb_vector_run_file(argv[i], &options, &totals);
+    if (options.verbose) pb_vector_print_step_counts(stdout, &totals);
+    pb_vector_print_summary(stdout, &totals);
+    return pb_vector_exit_status(&totals);
+}
