@@ -87,7 +87,10 @@ PB_API const char *pb_version_string(void);
     X(PB_ERR_BUFFER, 7, "an output buffer is too small")                       \
     X(PB_ERR_NOT_HELD, 8, "the position is not held by the instance")          \
     X(PB_ERR_NOMEM, 9, "the allocator returned NULL")                          \
-    X(PB_ERR_TOO_LARGE, 10, "a size does not fit in size_t or uint32_t")
+    X(PB_ERR_TOO_LARGE, 10, "a size does not fit in size_t or uint32_t")       \
+    X(PB_ERR_NOT_FRESH, 11,                                                    \
+      "prefill needs a fresh instance (just created or reset)")                \
+    X(PB_ERR_WORKSPACE, 12, "the prefill workspace is too small for the prompt")
 
 typedef enum pb_status {
 #define PB__STATUS_ENUM(name, value, message) name = value,
@@ -359,5 +362,7 @@ PB_API size_t pb_kvcache_memory_bytes(const pb_kvcache *policy);
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+#include "pyramidkv/pyramidkv_prefill.h"
 
 #endif /* PYRAMIDKV_PYRAMIDKV_H */
