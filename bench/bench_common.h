@@ -1,0 +1,81 @@
+/*
+ * bench_common.h - what every benchmark program in bench/ shares: the
+ * monotonic clock, median/min/max of repetitions, the machine and compiler
+ * line, the reproduce line, command-line parsing of the common flags and a
+ * small deterministic random generator.
+ *
+ * It owns no benchmark itself and is not part of the library; the library is
+ * used only through <pyramidkv/pyramidkv.h>, the reference model only
+ * through tests/reference_model.h.
+ */
+#ifndef PB_BENCH_COMMON_H
+#define PB_BENCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Seconds on CLOCK_MONOTONIC, from an arbitrary origin. */
+double bench_now(void);
+
+/* Summary of a set of repetitions. */
+typedef struct bench_stats {
+    double median; /* the middle value; the mean of the two middle ones for
+                      an even count */
+    double min;
+    double max;
+    size_t count;
+} bench_stats;
+
+/* Summarises values[0 .. n-1] (n >= 1). Sorts `values` in place. */
+bench_stats bench_stats_of(double *values, size_t n);
+
+/* Options every benchmark accepts. */
+typedef struct bench_options {
+    int quick;       /* --quick: a tiny correctness run, one repetition */
+    unsigned reps;   /* --reps N: timed repetitions after the warm-up */
+    unsigned warmup; /* warm-up repetitions (1, 0 in --quick) */
+} bench_options;
+
+/* Parses --quick, --reps N and --help out of argv, leaving the flags it
+ * does not know in argv (compacted, *argc updated) for the program's own
+ * parser. `usage_extra` is printed after the common flags by --help.
+ * Returns 0 to go on, 1 if --help was printed (exit 0), 2 on a usage error
+ * (already reported on stderr). reps defaults to default_reps and must be
+ * >= 5 unless --quick. */
+int bench_parse_common(int *argc, char **argv, unsigned default_reps,
+                       const char *usage_extra, bench_options *opt);
+
+/* Parses a decimal uint32 in [lo, hi]; returns 0 on success. */
+int bench_parse_u32(const char *text, uint32_t lo, uint32_t hi,
+                    uint32_t *out);
+
+/* Prints the banner: benchmark name, the machine line (CPU model, online
+ * CPUs), the compiler line (__VERSION__, build type and C flags of this
+ * build, which the library and the reference share), the library version
+ * and the command that reproduces the run. */
+void bench_print_header(FILE *out, const char *name, int argc, char **argv);
+
+/* A splitmix64 generator: deterministic across platforms. */
+typedef struct bench_rng {
+    uint64_t state;
+} bench_rng;
+
+uint64_t bench_rng_next(bench_rng *rng);
+/* A uniform double in [0, 1) with 53 random bits. */
+double bench_rng_unit(bench_rng *rng);
+/* Mixes the words into one well-spread 64-bit value (stateless). */
+uint64_t bench_hash3(uint64_t a, uint64_t b, uint64_t c);
+
+/* Prints "bench_xxx: FAIL: <message>" on stderr; returns 1 for `return`. */
+int bench_fail(const char *name, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Allocates n bytes aligned to 64 or reports and returns NULL. */
+void *bench_alloc(size_t n);
+void bench_free(void *p);
+
+#endif /* PB_BENCH_COMMON_H */

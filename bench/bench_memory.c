@@ -1,0 +1,216 @@
+/*
+ * bench_memory.c - issue 6, benchmark 4: bytes per held position and per
+ * instance at obs_window 4, 16 and 64 (budget 512, recent 32, kernel 7).
+ *
+ * For each obs_window and a few capacities it reads the sizing query
+ * (pb_kvcache_pyramidkv_size), creates the instance through a counting
+ * allocator and checks that the query, the bytes the allocator handed out
+ * and pb_kvcache_memory_bytes all agree; any difference is an error exit.
+ * The cost per held position is the slope of the size over capacity (the
+ * capacity is what the instance can hold, so it is what memory is reserved
+ * for); the cost per instance is what is left at capacity 0 of that line.
+ *
+ * It also runs a short decision check per obs_window: the library and the
+ * reference model fill a 1,024-position instance with decode steps and
+ * evict to 512, and must choose the same victims.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "pyramidkv/pyramidkv.h"
+#include "reference_model.h"
+
+static const char *const NAME = "bench_memory";
+
+/* Counts what the library asks for and checks the sizes given back. */
+typedef struct counting_alloc {
+    size_t live;   /* bytes allocated and not yet freed */
+    size_t total;  /* bytes allocated since the last reset */
+    size_t calls;  /* alloc calls since the last reset */
+    int bad_free;  /* a free whose size did not match its alloc */
+} counting_alloc;
+
+typedef struct count_header {
+    size_t n;
+    size_t pad[7]; /* keeps the caller's block 64-byte aligned */
+} count_header;
+
+static void *count_alloc(void *ctx, size_t n) {
+    counting_alloc *c = ctx;
+    count_header *h = aligned_alloc(64, (sizeof *h + n + 63u) / 64u * 64u);
+    if (h == NULL) return NULL;
+    h->n = n;
+    c->live += n;
+    c->total += n;
+    c->calls += 1;
+    return h + 1;
+}
+
+static void count_free(void *ctx, void *p, size_t n) {
+    counting_alloc *c = ctx;
+    if (p == NULL) return;
+    count_header *h = (count_header *)p - 1;
+    if (h->n != n) c->bad_free = 1;
+    c->live -= h->n;
+    free(h);
+}
+
+static pb_kvcache_pyramidkv_params params_for(uint32_t obs) {
+    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    p.obs_window = obs;
+    return p;
+}
+
+/* Size query, counted allocation and memory_bytes for one configuration;
+ * all three must agree and free must give everything back. */
+static int measure(uint32_t obs, uint32_t capacity, size_t *bytes) {
+    const pb_kvcache_pyramidkv_params params = params_for(obs);
+    pb_kvcache_options options = PB_KVCACHE_OPTIONS_DEFAULT;
+    options.capacity = capacity;
+    size_t query = 0;
+    pb_status st = pb_kvcache_pyramidkv_size(&params, &options, &query);
+    if (st != PB_OK)
+        return bench_fail(NAME, "size query (obs %u, capacity %u): %s",
+                          (unsigned)obs, (unsigned)capacity,
+                          pb_status_str(st));
+    counting_alloc counter = {0, 0, 0, 0};
+    const pb_allocator alloc = {count_alloc, count_free, &counter};
+    pb_kvcache *p = NULL;
+    st = pb_kvcache_pyramidkv_create(&params, &options, &alloc, &p);
+    if (st != PB_OK)
+        return bench_fail(NAME, "create (obs %u, capacity %u): %s",
+                          (unsigned)obs, (unsigned)capacity,
+                          pb_status_str(st));
+    const size_t reported = pb_kvcache_memory_bytes(p);
+    pb_kvcache_destroy(p);
+    if (counter.total != query || reported != query)
+        return bench_fail(NAME, "obs %u, capacity %u: size query %zu, "
+                                "allocated %zu, memory_bytes %zu",
+                          (unsigned)obs, (unsigned)capacity, query,
+                          counter.total, reported);
+    if (counter.live != 0 || counter.bad_free)
+        return bench_fail(NAME, "obs %u, capacity %u: destroy left %zu bytes "
+                                "or freed with a wrong size",
+                          (unsigned)obs, (unsigned)capacity, counter.live);
+    *bytes = query;
+    return 0;
+}
+
+/* Library and reference choose the same victims at this obs_window. */
+static int check_decisions(uint32_t obs) {
+    enum { HELD = 1024, KEEP = 512 };
+    const pb_kvcache_pyramidkv_params params = params_for(obs);
+    pb_kvcache_options options = PB_KVCACHE_OPTIONS_DEFAULT;
+    options.capacity = HELD;
+    pb_kvcache *lib = NULL;
+    ref_policy ref;
+    float *row = malloc(HELD * sizeof *row);
+    uint32_t *a = malloc(HELD * sizeof *a), *b = malloc(HELD * sizeof *b);
+    int rc = 0;
+    if (!row || !a || !b ||
+        pb_kvcache_pyramidkv_create(&params, &options, NULL, &lib) != PB_OK) {
+        free(row);
+        free(a);
+        free(b);
+        return bench_fail(NAME, "decision check setup failed");
+    }
+    if (ref_create(&ref, &params, &options) != PB_OK) {
+        free(row);
+        free(a);
+        free(b);
+        pb_kvcache_destroy(lib);
+        return bench_fail(NAME, "decision check setup failed");
+    }
+    bench_rng rng = {obs};
+    unsigned bad = 0;
+    for (uint32_t pos = 1; pos < HELD; ++pos) {
+        for (uint32_t i = 0; i < pos; ++i) {
+            /* Coarse values so that equal window scores occur. */
+            row[i] = (float)(bench_rng_next(&rng) % 8u) / 64.0f;
+        }
+        bad |= (unsigned)pb_kvcache_observe(lib, pos, row, pos);
+        bad |= (unsigned)ref_observe(&ref, pos, row, pos);
+    }
+    size_t na = 0, nb = 0;
+    bad |= (unsigned)pb_kvcache_evict(lib, KEEP, a, HELD, &na);
+    bad |= (unsigned)ref_evict(&ref, KEEP, b, HELD, &nb);
+    if (bad)
+        rc = bench_fail(NAME, "obs %u: a call failed in the decision check",
+                        (unsigned)obs);
+    else if (na != nb || memcmp(a, b, na * sizeof *a) != 0)
+        rc = bench_fail(NAME, "obs %u: library and reference chose different "
+                              "victims",
+                        (unsigned)obs);
+    ref_destroy(&ref);
+    pb_kvcache_destroy(lib);
+    free(row);
+    free(a);
+    free(b);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    bench_options opt;
+    char **orig = malloc(((size_t)argc + 1u) * sizeof *orig);
+    if (orig == NULL) return 1;
+    memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
+    const int orig_argc = argc;
+    int rc = bench_parse_common(&argc, argv, 5, "", &opt);
+    if (rc) {
+        free(orig);
+        return rc == 1 ? 0 : 2;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME, argv[1]);
+        free(orig);
+        return 2;
+    }
+    bench_print_header(stdout, NAME, orig_argc, orig);
+    free(orig);
+    printf("params:   budget 512, layer 0 of 1, recent 32, kernel 7; "
+           "capacity 0 is the default (max(share, budget) + 1 = 513)\n");
+    printf("checked:  size query == bytes the allocator was asked for == "
+           "pb_kvcache_memory_bytes, for every row; no timing involved\n\n");
+
+    static const uint32_t obs_list[3] = {4, 16, 64};
+    static const uint32_t caps[6] = {0, 1024, 4096, 16384, 65536, 262144};
+    const size_t n_caps = opt.quick ? 4u : 6u;
+    for (size_t o = 0; o < 3; ++o) {
+        const uint32_t obs = obs_list[o];
+        size_t bytes[6];
+        printf("obs %2u: capacity -> bytes:", (unsigned)obs);
+        for (size_t c = 0; c < n_caps; ++c) {
+            if (measure(obs, caps[c], &bytes[c])) return 1;
+            printf(" %u -> %zu;", caps[c] ? (unsigned)caps[c] : 513u,
+                   bytes[c]);
+        }
+        printf("\n");
+        /* Slope over the widest span, and the largest step-wise deviation
+         * from it (alignment padding shows up there). */
+        const double slope = (double)(bytes[n_caps - 1] - bytes[1]) /
+                             (double)(caps[n_caps - 1] - caps[1]);
+        const double fixed = (double)bytes[1] - slope * (double)caps[1];
+        double worst = 0.0;
+        for (size_t c = 0; c < n_caps; ++c) {
+            const double cap = caps[c] ? (double)caps[c] : 513.0;
+            const double dev = (double)bytes[c] - (fixed + slope * cap);
+            if (dev > worst || -dev > worst) worst = dev > 0 ? dev : -dev;
+        }
+        const double reference = 4.0 + 4.0 * obs + 8.0 + 8.0 + 1.0;
+        printf("obs %2u: %.3f B per held position (slope %u..%u), %.0f B per "
+               "instance fixed (intercept), %zu B for a default instance; "
+               "largest deviation from the line %.0f B; reference model "
+               "%.0f B per position (4 + 4*obs + 8 + 8 + 1)\n",
+               (unsigned)obs, slope, (unsigned)caps[1],
+               (unsigned)caps[n_caps - 1], fixed, bytes[0], worst, reference);
+        if (check_decisions(obs)) return 1;
+        printf("obs %2u: decision check (1024 held -> evict(512)): victims "
+               "identical to the reference\n",
+               (unsigned)obs);
+    }
+    return 0;
+}
