@@ -8,5 +8,7 @@
 #define PB_CLI_COMMANDS_H
 
 int pb_cli_vectors(int argc, char **argv);
+int pb_cli_bench(int argc, char **argv);
+int pb_cli_plan(int argc, char **argv);
 
 #endif /* PB_CLI_COMMANDS_H */

@@ -17,6 +17,10 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"vectors", pb_cli_vectors,
      "run golden vector files (JSON) against the library"},
+    {"bench", pb_cli_bench,
+     "pyramid vs uniform budgets at equal memory on layered traces"},
+    {"plan", pb_cli_plan,
+     "per-layer shares, K+V bytes and paged blocks for a runtime"},
 };
 
 static void usage(FILE *out) {

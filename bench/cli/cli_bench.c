@@ -1,0 +1,522 @@
+/*
+ * cli_bench.c - `pyramidkv bench`: runs libpyramidkv's policies over the
+ * decode-4096 trace or the layered workload (bench/workload) and prints the
+ * comparison of pyramid ratios at equal total memory, as a table, per layer
+ * or as JSON. With no options it is the project's main job: funnel, flat
+ * and inverted, 32 layers, budget 512, ratios 1, 2, 4, 8.
+ *
+ * Owns the flags, the run loop over traces and the output; the traces,
+ * metrics and harness are the workload library's.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli_commands.h"
+#include "cli_options.h"
+#include "pyramidkv/pyramidkv.h"
+#include "workload_harness.h"
+#include "workload_metrics.h"
+
+#define MAX_LIST 16u
+#define MAX_BUDGET PB_WL_POSITIONS
+#define MAX_RATIO 4096u
+
+typedef struct bench_opts {
+    pb_wl_profile traces[PB_WL_PROFILE_COUNT];
+    size_t n_traces;
+    uint32_t layers;
+    int layers_set;
+    uint32_t budgets[MAX_LIST];
+    size_t n_budgets;
+    uint32_t ratios[MAX_LIST];
+    size_t n_ratios;
+    uint32_t recent, obs, kernel;
+    int per_layer, json;
+} bench_opts;
+
+/* What one trace produced. */
+typedef struct trace_run {
+    pb_wl_profile profile;
+    uint32_t layers;
+    pb_wl_config configs[MAX_LIST * MAX_LIST];
+    pb_wl_result results[MAX_LIST * MAX_LIST];
+    size_t n;
+    pb_wl_layer_info *info;
+} trace_run;
+
+static void help(FILE *out) {
+    fprintf(out,
+        "usage: pyramidkv bench [--trace T[,T...]] [--layers L] [--budget B[,B...]]\n"
+        "                       [--ratio R[,R...]] [--recent N] [--obs N] [--kernel N]\n"
+        "                       [--per-layer] [--json]\n"
+        "\n"
+        "Measures PyramidKV against uniform budgets (ratio 1, SnapKV everywhere) at\n"
+        "equal total memory: one policy per layer, all layers in lockstep over 4,095\n"
+        "decode steps, layer l evicted down to its share whenever it holds more.\n"
+        "Reports retained attention mass and heavy-hitter recall (top 32), averaged\n"
+        "over layers, eviction calls, the sum of shares and the peak positions held.\n"
+        "The traces are defined in docs/traces.md.\n"
+        "\n"
+        "With no options: funnel, flat and inverted, 32 layers, budget 512, ratios\n"
+        "1,2,4,8; one table, best first within each trace, and a one-line reading.\n"
+        "\n"
+        "options:\n"
+        "  --trace T      decode-4096, funnel, flat or inverted, or a comma list\n"
+        "                 [funnel,flat,inverted]; decode-4096 is the policybook\n"
+        "                 registry's single-layer trace (always 1 layer)\n"
+        "  --layers L     layers of the layered traces, 1 .. %u [32]\n"
+        "  --budget B     average positions per layer, %u values at most, each\n"
+        "                 greater than --recent and at most %u [512]\n"
+        "  --ratio R      pyramid ratios (first layer's share over the last's),\n"
+        "                 1 .. %u [1,2,4,8]\n"
+        "  --recent N     newest positions never evicted, 0 .. 4095 [32]\n"
+        "  --obs N        observation window in decode steps, 1 .. 4096 [16]\n"
+        "  --kernel N     pooling width, odd, 1 .. 4095 [7]\n"
+        "  --per-layer    also print every layer: entropy, share, mass, recall\n"
+        "  --json         print one JSON document instead of tables:\n"
+        "                 {\"trace\", \"layers\", \"results\": [{\"budget\", \"ratio\",\n"
+        "                 \"retainedAttentionMass\", \"heavyHitterRecall\",\n"
+        "                 \"evictionCalls\", \"peakHeld\", \"perLayer\": [...]}]}; with\n"
+        "                 several traces, a JSON array of such documents\n"
+        "  --help         this text\n"
+        "\n"
+        "Progress goes to stderr when it is a terminal and the run exceeds a second.\n"
+        "Exit status: 0 success, 1 a run failed, 2 a usage error.\n",
+        PB_WL_MAX_LAYERS, MAX_LIST, MAX_BUDGET, MAX_RATIO);
+}
+
+static int parse_traces(const char *text, bench_opts *o) {
+    char buf[128];
+    if (strlen(text) >= sizeof buf)
+        return pb_cli_usage_error("bench", "--trace: '%.40s...' is too long",
+                                  text);
+    strcpy(buf, text);
+    o->n_traces = 0;
+    for (char *item = buf;;) {
+        char *comma = strchr(item, ',');
+        if (comma != NULL) *comma = '\0';
+        pb_wl_profile p;
+        if (pb_wl_profile_parse(item, &p) != 0)
+            return pb_cli_usage_error(
+                "bench",
+                "--trace: '%s' is not decode-4096, funnel, flat or inverted",
+                item);
+        for (size_t i = 0; i < o->n_traces; ++i)
+            if (o->traces[i] == p)
+                return pb_cli_usage_error("bench", "--trace: '%s' given twice",
+                                          item);
+        o->traces[o->n_traces++] = p;
+        if (comma == NULL) break;
+        item = comma + 1;
+    }
+    return 0;
+}
+
+/* Returns 0 to run, 1 after --help, or PB_CLI_USAGE. */
+static int parse(int argc, char **argv, bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->traces[0] = PB_WL_FUNNEL;
+    o->traces[1] = PB_WL_FLAT;
+    o->traces[2] = PB_WL_INVERTED;
+    o->n_traces = 3;
+    o->layers = 32;
+    o->budgets[0] = 512;
+    o->n_budgets = 1;
+    const uint32_t ratios[] = {1, 2, 4, 8};
+    memcpy(o->ratios, ratios, sizeof ratios);
+    o->n_ratios = 4;
+    o->recent = 32;
+    o->obs = 16;
+    o->kernel = 7;
+
+    pb_cli_walk w;
+    pb_cli_walk_init(&w, "bench", argc, argv);
+    int rc;
+    while ((rc = pb_cli_walk_next(&w)) == 1) {
+        const char *f = w.flag, *v = NULL;
+        if (strcmp(f, "--help") == 0) {
+            help(stdout);
+            return 1;
+        }
+        if (strcmp(f, "--per-layer") == 0 || strcmp(f, "--json") == 0) {
+            if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
+            if (f[2] == 'p')
+                o->per_layer = 1;
+            else
+                o->json = 1;
+            continue;
+        }
+        if (strcmp(f, "--trace") != 0 && strcmp(f, "--layers") != 0 &&
+            strcmp(f, "--budget") != 0 && strcmp(f, "--ratio") != 0 &&
+            strcmp(f, "--recent") != 0 && strcmp(f, "--obs") != 0 &&
+            strcmp(f, "--kernel") != 0)
+            return pb_cli_usage_error("bench",
+                                      "unknown option '%s' (see pyramidkv "
+                                      "bench --help)", f);
+        if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
+        if (strcmp(f, "--trace") == 0)
+            rc = parse_traces(v, o);
+        else if (strcmp(f, "--layers") == 0) {
+            rc = pb_cli_parse_u32("bench", f, v, 1, PB_WL_MAX_LAYERS,
+                                  &o->layers);
+            o->layers_set = 1;
+        } else if (strcmp(f, "--budget") == 0)
+            rc = pb_cli_parse_u32_list("bench", f, v, 1, MAX_BUDGET,
+                                       o->budgets, MAX_LIST, &o->n_budgets);
+        else if (strcmp(f, "--ratio") == 0)
+            rc = pb_cli_parse_u32_list("bench", f, v, 1, MAX_RATIO, o->ratios,
+                                       MAX_LIST, &o->n_ratios);
+        else if (strcmp(f, "--recent") == 0)
+            rc = pb_cli_parse_u32("bench", f, v, 0, 4095, &o->recent);
+        else if (strcmp(f, "--obs") == 0)
+            rc = pb_cli_parse_u32("bench", f, v, 1, 4096, &o->obs);
+        else
+            rc = pb_cli_parse_u32("bench", f, v, 1, 4095, &o->kernel);
+        if (rc != 0) return PB_CLI_USAGE;
+    }
+    if (rc != 0) return PB_CLI_USAGE;
+
+    if (o->kernel % 2u == 0u)
+        return pb_cli_usage_error("bench", "--kernel: %u is not odd",
+                                  o->kernel);
+    for (size_t i = 0; i < o->n_budgets; ++i)
+        if (o->budgets[i] <= o->recent)
+            return pb_cli_usage_error(
+                "bench", "--budget: %u is not greater than --recent (%u)",
+                o->budgets[i], o->recent);
+    for (size_t i = 0; i < o->n_traces; ++i)
+        if (o->traces[i] == PB_WL_DECODE4096 && o->layers_set &&
+            o->layers != 1u)
+            return pb_cli_usage_error("bench",
+                                      "--layers: the decode-4096 trace has "
+                                      "exactly 1 layer (use --trace flat for "
+                                      "more)");
+    return 0;
+}
+
+/* Progress on stderr: only on a terminal, only once a run passed 1 s. */
+typedef struct progress {
+    int tty;
+    int shown;
+    double start, last;
+    const char *label;
+} progress;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_progress(void *ctx, uint32_t t, uint32_t steps) {
+    progress *pr = ctx;
+    if (!pr->tty || (t % 64u != 0u && t != steps)) return;
+    const double now = now_s();
+    if (now - pr->start < 1.0 || (now - pr->last < 0.2 && t != steps)) return;
+    pr->last = now;
+    pr->shown = 1;
+    fprintf(stderr, "\rpyramidkv bench: %-11s %3u%%", pr->label,
+            (unsigned)((uint64_t)t * 100u / steps));
+    fflush(stderr);
+}
+
+static int run_trace(const bench_opts *o, pb_wl_profile profile,
+                     trace_run *tr, progress *pr) {
+    memset(tr, 0, sizeof *tr);
+    tr->profile = profile;
+    tr->layers = profile == PB_WL_DECODE4096 ? 1u : o->layers;
+    for (size_t b = 0; b < o->n_budgets; ++b)
+        for (size_t r = 0; r < o->n_ratios; ++r) {
+            tr->configs[tr->n].budget = o->budgets[b];
+            tr->configs[tr->n].ratio = o->ratios[r];
+            tr->n++;
+        }
+    tr->info = calloc(tr->layers, sizeof *tr->info);
+    if (tr->info == NULL) {
+        fprintf(stderr, "pyramidkv bench: out of memory\n");
+        return 1;
+    }
+    pb_wl_run_params p;
+    memset(&p, 0, sizeof p);
+    p.profile = profile;
+    p.layers = tr->layers;
+    p.positions = PB_WL_POSITIONS;
+    p.recent_window = o->recent;
+    p.obs_window = o->obs;
+    p.pool_kernel = o->kernel;
+    p.vtable = &pb_kvcache_pyramidkv;
+    p.params_kind = PB_WL_PARAMS_PYRAMIDKV;
+    p.kept_count = pb_kvcache_kept_count;
+    p.configs = tr->configs;
+    p.n_configs = tr->n;
+    p.progress = on_progress;
+    p.progress_ctx = pr;
+    pr->label = pb_wl_profile_name(profile);
+    char err[256];
+    if (pb_wl_run(&p, tr->results, tr->info, err, sizeof err) != 0) {
+        if (pr->shown) fputc('\n', stderr);
+        fprintf(stderr, "pyramidkv bench: %s: %s\n", pr->label, err);
+        free(tr->info);
+        tr->info = NULL;
+        tr->n = 0;
+        return 1;
+    }
+    return 0;
+}
+
+static void free_trace(trace_run *tr) {
+    pb_wl_result_free(tr->results, tr->n);
+    free(tr->info);
+    tr->info = NULL;
+}
+
+/* ----------------------------------------------------------------- JSON */
+
+static cJSON *trace_json(const trace_run *tr) {
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "trace", pb_wl_profile_name(tr->profile));
+    cJSON_AddNumberToObject(doc, "layers", tr->layers);
+    cJSON *results = cJSON_AddArrayToObject(doc, "results");
+    for (size_t i = 0; i < tr->n; ++i) {
+        const pb_wl_result *r = &tr->results[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "budget", r->config.budget);
+        cJSON_AddNumberToObject(o, "ratio", r->config.ratio);
+        cJSON_AddNumberToObject(o, "retainedAttentionMass", r->mass);
+        cJSON_AddNumberToObject(o, "heavyHitterRecall", r->recall);
+        cJSON_AddNumberToObject(o, "evictionCalls", (double)r->evictions);
+        cJSON_AddNumberToObject(o, "peakHeld", (double)r->peak_held);
+        cJSON *layers = cJSON_AddArrayToObject(o, "perLayer");
+        for (uint32_t l = 0; l < tr->layers; ++l) {
+            const pb_wl_layer_stats *ls = &r->layers[l];
+            cJSON *lj = cJSON_CreateObject();
+            cJSON_AddNumberToObject(lj, "layer", l);
+            cJSON_AddNumberToObject(lj, "share", ls->share);
+            cJSON_AddNumberToObject(lj, "effectiveShare", ls->effective);
+            cJSON_AddNumberToObject(lj, "retainedAttentionMass", ls->mass);
+            cJSON_AddNumberToObject(lj, "heavyHitterRecall", ls->recall);
+            cJSON_AddNumberToObject(lj, "evictionCalls",
+                                    (double)ls->evictions);
+            cJSON_AddNumberToObject(lj, "peakHeld", ls->peak_held);
+            cJSON_AddNumberToObject(lj, "entropy",
+                                    pb_wl_round6(tr->info[l].entropy));
+            cJSON_AddItemToArray(layers, lj);
+        }
+        cJSON_AddItemToArray(results, o);
+    }
+    return doc;
+}
+
+static int print_json(const trace_run *runs, size_t n) {
+    cJSON *top = n == 1 ? trace_json(&runs[0]) : cJSON_CreateArray();
+    if (n != 1)
+        for (size_t i = 0; i < n; ++i)
+            cJSON_AddItemToArray(top, trace_json(&runs[i]));
+    char *text = cJSON_Print(top);
+    cJSON_Delete(top);
+    if (text == NULL) {
+        fprintf(stderr, "pyramidkv bench: out of memory\n");
+        return 1;
+    }
+    puts(text);
+    cJSON_free(text);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tables */
+
+/* The uniform (ratio 1) result of the same trace and budget, or NULL. */
+static const pb_wl_result *uniform_of(const trace_run *tr, uint32_t budget) {
+    for (size_t i = 0; i < tr->n; ++i)
+        if (tr->results[i].config.budget == budget &&
+            tr->results[i].config.ratio == 1u)
+            return &tr->results[i];
+    return NULL;
+}
+
+/* Best first: more retained mass, then more recall, then the lower ratio. */
+static int better(const pb_wl_result *a, const pb_wl_result *b) {
+    if (a->mass != b->mass) return a->mass > b->mass;
+    if (a->recall != b->recall) return a->recall > b->recall;
+    return a->config.ratio < b->config.ratio;
+}
+
+/* Indices of the results of `budget`, best first; returns the count. */
+static size_t ranked(const trace_run *tr, uint32_t budget, size_t *idx) {
+    size_t n = 0;
+    for (size_t i = 0; i < tr->n; ++i) {
+        if (tr->results[i].config.budget != budget) continue;
+        size_t j = n++;
+        while (j > 0 && better(&tr->results[i], &tr->results[idx[j - 1]])) {
+            idx[j] = idx[j - 1];
+            --j;
+        }
+        idx[j] = i;
+    }
+    return n;
+}
+
+static void print_delta(double v, const pb_wl_result *u, double uv) {
+    if (u == NULL)
+        printf("  %9s", "-");
+    else
+        printf("  %+9.6f", v - uv);
+}
+
+static void print_table(const bench_opts *o, const trace_run *runs,
+                        size_t n_runs) {
+    int floors = 0;
+    printf("%-11s %6s %5s %7s  %8s  %9s  %8s  %9s  %9s  %9s\n", "trace",
+           "budget", "ratio", "shares", "mass", "vs r=1", "recall", "vs r=1",
+           "evictions", "peak held");
+    for (size_t t = 0; t < n_runs; ++t) {
+        const trace_run *tr = &runs[t];
+        for (size_t b = 0; b < o->n_budgets; ++b) {
+            size_t idx[MAX_LIST];
+            const size_t n = ranked(tr, o->budgets[b], idx);
+            const pb_wl_result *u = uniform_of(tr, o->budgets[b]);
+            for (size_t k = 0; k < n; ++k) {
+                const pb_wl_result *r = &tr->results[idx[k]];
+                const char mark = r->floors_binding ? '*' : ' ';
+                floors |= r->floors_binding != 0u;
+                printf("%-11s %6u %5u %6llu%c  %8.6f", pb_wl_profile_name(tr->profile),
+                       r->config.budget, r->config.ratio,
+                       (unsigned long long)r->share_total, mark, r->mass);
+                print_delta(r->mass, u, u ? u->mass : 0.0);
+                printf("  %8.6f", r->recall);
+                print_delta(r->recall, u, u ? u->recall : 0.0);
+                printf("  %9llu  %9llu\n", (unsigned long long)r->evictions,
+                       (unsigned long long)r->peak_held);
+            }
+            if (t + 1 < n_runs || b + 1 < o->n_budgets) printf("\n");
+        }
+    }
+    if (floors) {
+        printf("\n* some layers' shares are below recent+1 = %u; those layers "
+               "keep %u, so they hold more than their share:\n",
+               o->recent + 1u, o->recent + 1u);
+        for (size_t t = 0; t < n_runs; ++t)
+            for (size_t i = 0; i < runs[t].n; ++i) {
+                const pb_wl_result *r = &runs[t].results[i];
+                if (r->floors_binding == 0u) continue;
+                printf("  %s budget %u ratio %u: %u layers at the floor, sum "
+                       "of shares %llu, held at most %llu (limit %llu)\n",
+                       pb_wl_profile_name(runs[t].profile), r->config.budget,
+                       r->config.ratio, r->floors_binding,
+                       (unsigned long long)r->share_total,
+                       (unsigned long long)r->effective_total,
+                       (unsigned long long)runs[t].layers * r->config.budget);
+            }
+    }
+}
+
+/* One line: per trace and budget, which ratio won and by how much. */
+static void print_reading(const bench_opts *o, const trace_run *runs,
+                          size_t n_runs) {
+    printf("\nreading:");
+    const char *sep = " ";
+    for (size_t t = 0; t < n_runs; ++t) {
+        const trace_run *tr = &runs[t];
+        for (size_t b = 0; b < o->n_budgets; ++b) {
+            size_t idx[MAX_LIST];
+            const size_t n = ranked(tr, o->budgets[b], idx);
+            const pb_wl_result *best = &tr->results[idx[0]];
+            const pb_wl_result *worst = &tr->results[idx[n - 1]];
+            const pb_wl_result *u = uniform_of(tr, o->budgets[b]);
+            printf("%s%s", sep, pb_wl_profile_name(tr->profile));
+            if (o->n_budgets > 1) printf(" B=%u", o->budgets[b]);
+            if (u == NULL || n == 1)
+                printf(" best ratio %u (mass %.4f)", best->config.ratio,
+                       best->mass);
+            else if (best->config.ratio != 1u)
+                printf(" pyramid wins, ratio %u %+.4f mass", best->config.ratio,
+                       best->mass - u->mass);
+            else
+                printf(" uniform wins, ratio %u %+.4f mass",
+                       worst->config.ratio, worst->mass - u->mass);
+            sep = "; ";
+        }
+    }
+    printf(" (equal total memory).\n");
+}
+
+static void print_per_layer(const bench_opts *o, const trace_run *runs,
+                            size_t n_runs) {
+    for (size_t t = 0; t < n_runs; ++t) {
+        const trace_run *tr = &runs[t];
+        for (size_t b = 0; b < o->n_budgets; ++b) {
+            printf("\n%s, budget %u, per layer (entropy in nats; share / "
+                   "mass / recall per ratio):\n",
+                   pb_wl_profile_name(tr->profile), o->budgets[b]);
+            printf("%5s %7s", "layer", "entropy");
+            for (size_t i = 0; i < tr->n; ++i)
+                if (tr->results[i].config.budget == o->budgets[b])
+                    printf(" | r=%-4u %5s %8s %8s", tr->results[i].config.ratio,
+                           "share", "mass", "recall");
+            printf("\n");
+            for (uint32_t l = 0; l < tr->layers; ++l) {
+                printf("%5u %7.4f", l, tr->info[l].entropy);
+                for (size_t i = 0; i < tr->n; ++i) {
+                    const pb_wl_result *r = &tr->results[i];
+                    if (r->config.budget != o->budgets[b]) continue;
+                    const pb_wl_layer_stats *ls = &r->layers[l];
+                    printf(" | %6s %5u %8.6f %8.6f", "", ls->share, ls->mass,
+                           ls->recall);
+                }
+                printf("\n");
+            }
+        }
+    }
+}
+
+int pb_cli_bench(int argc, char **argv) {
+    bench_opts o;
+    const int prc = parse(argc, argv, &o);
+    if (prc == 1) return 0;
+    if (prc != 0) return prc;
+
+    progress pr;
+    memset(&pr, 0, sizeof pr);
+    pr.tty = isatty(fileno(stderr));
+    pr.start = now_s();
+    trace_run *runs = calloc(o.n_traces, sizeof *runs);
+    if (runs == NULL) {
+        fprintf(stderr, "pyramidkv bench: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    size_t done = 0;
+    for (; done < o.n_traces && rc == 0; ++done)
+        rc = run_trace(&o, o.traces[done], &runs[done], &pr);
+    if (pr.shown) fprintf(stderr, "\r%40s\r", "");
+    const double elapsed = now_s() - pr.start;
+
+    if (rc == 0) {
+        if (o.json) {
+            rc = print_json(runs, o.n_traces);
+        } else {
+            printf("pyramidkv bench: 4,095 decode steps; ");
+            if (o.n_traces == 1 && o.traces[0] == PB_WL_DECODE4096)
+                printf("1 layer");
+            else
+                printf("%u layers", o.layers);
+            printf("; recent %u, obs %u, kernel %u; mass and recall averaged "
+                   "over layers, vs r=1 = difference from uniform\n\n",
+                   o.recent, o.obs, o.kernel);
+            print_table(&o, runs, o.n_traces);
+            print_reading(&o, runs, o.n_traces);
+            if (o.per_layer) print_per_layer(&o, runs, o.n_traces);
+            printf("\n(%.1f s)\n", elapsed);
+        }
+    }
+    for (size_t i = 0; i < done; ++i) free_trace(&runs[i]);
+    free(runs);
+    return rc;
+}

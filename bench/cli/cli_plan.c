@@ -1,0 +1,289 @@
+/*
+ * cli_plan.c - `pyramidkv plan`: the per-layer sizing a runtime needs for
+ * PyramidKV budgets: every layer's share (pb_kvcache_pyramid_budget), its
+ * K+V bytes (2 x kv-heads x head-dim x dtype-bytes x share) and its paged
+ * blocks (ceil(share / block-size)), with totals against uniform budgets.
+ *
+ * Owns the flags and the output of the plan; the share arithmetic is the
+ * library's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli_commands.h"
+#include "cli_options.h"
+#include "pyramidkv/pyramidkv.h"
+
+#define PLAN_MAX_LAYERS 65536u
+/* A pyramidkv policy never keeps fewer than recent_window + 1 positions;
+ * the plan notes layers under the default floor. */
+#define PLAN_DEFAULT_FLOOR 33u
+
+typedef struct plan_opts {
+    uint32_t budget, layers, ratio;
+    int have_budget, have_layers, have_ratio;
+    uint32_t kv_heads, head_dim, dtype_bytes, block_size;
+    int json;
+} plan_opts;
+
+typedef struct plan_totals {
+    uint64_t positions, bytes, blocks;
+} plan_totals;
+
+static void help(FILE *out) {
+    fprintf(out,
+        "usage: pyramidkv plan --budget B --layers L --ratio R [--kv-heads H]\n"
+        "                      [--head-dim D] [--dtype-bytes N] [--block-size S]\n"
+        "                      [--json]\n"
+        "\n"
+        "Sizes per-layer KV buffers for PyramidKV: for every layer k its share\n"
+        "pb_kvcache_pyramid_budget(B, k, L, R) in positions, its K+V bytes\n"
+        "2 x H x D x N x share and its paged blocks ceil(share / S); then the\n"
+        "totals against uniform budgets (every layer B).\n"
+        "\n"
+        "options:\n"
+        "  --budget B       average positions per layer, 1 .. 4294967295 (required)\n"
+        "  --layers L       layers, 1 .. %u (required)\n"
+        "  --ratio R        first layer's share over the last's, 1 .. 4294967295;\n"
+        "                   1 is uniform (required)\n"
+        "  --kv-heads H     KV heads per layer, >= 1 [8]\n"
+        "  --head-dim D     dimensions per head, >= 1 [128]\n"
+        "  --dtype-bytes N  bytes per element, >= 1 [2]\n"
+        "  --block-size S   positions per paged block, >= 1 [16]\n"
+        "  --json           print one JSON document instead of the table\n"
+        "  --help           this text\n"
+        "\n"
+        "Exit status: 0 success, 2 a usage error.\n",
+        PLAN_MAX_LAYERS);
+}
+
+static int parse(int argc, char **argv, plan_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->kv_heads = 8;
+    o->head_dim = 128;
+    o->dtype_bytes = 2;
+    o->block_size = 16;
+    pb_cli_walk w;
+    pb_cli_walk_init(&w, "plan", argc, argv);
+    int rc;
+    while ((rc = pb_cli_walk_next(&w)) == 1) {
+        const char *f = w.flag, *v = NULL;
+        if (strcmp(f, "--help") == 0) {
+            help(stdout);
+            return 1;
+        }
+        if (strcmp(f, "--json") == 0) {
+            if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
+            o->json = 1;
+            continue;
+        }
+        uint32_t *dst = NULL;
+        int *have = NULL;
+        uint32_t hi = UINT32_MAX;
+        if (strcmp(f, "--budget") == 0) {
+            dst = &o->budget;
+            have = &o->have_budget;
+        } else if (strcmp(f, "--layers") == 0) {
+            dst = &o->layers;
+            have = &o->have_layers;
+            hi = PLAN_MAX_LAYERS;
+        } else if (strcmp(f, "--ratio") == 0) {
+            dst = &o->ratio;
+            have = &o->have_ratio;
+        } else if (strcmp(f, "--kv-heads") == 0) {
+            dst = &o->kv_heads;
+        } else if (strcmp(f, "--head-dim") == 0) {
+            dst = &o->head_dim;
+        } else if (strcmp(f, "--dtype-bytes") == 0) {
+            dst = &o->dtype_bytes;
+        } else if (strcmp(f, "--block-size") == 0) {
+            dst = &o->block_size;
+        } else {
+            return pb_cli_usage_error("plan",
+                                      "unknown option '%s' (see pyramidkv "
+                                      "plan --help)", f);
+        }
+        if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
+        if (pb_cli_parse_u32("plan", f, v, 1, hi, dst) != 0)
+            return PB_CLI_USAGE;
+        if (have != NULL) *have = 1;
+    }
+    if (rc != 0) return PB_CLI_USAGE;
+    if (!o->have_budget)
+        return pb_cli_usage_error("plan", "--budget is required");
+    if (!o->have_layers)
+        return pb_cli_usage_error("plan", "--layers is required");
+    if (!o->have_ratio)
+        return pb_cli_usage_error("plan", "--ratio is required");
+    return 0;
+}
+
+/* a * b into *out; -1 if it does not fit in 64 bits. */
+static int mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a != 0u && b > UINT64_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}
+
+static int add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    if (b > UINT64_MAX - a) return -1;
+    *out = a + b;
+    return 0;
+}
+
+static uint64_t blocks_of(uint64_t positions, uint32_t block) {
+    return positions / block + (positions % block != 0u ? 1u : 0u);
+}
+
+/* Bytes of one position's K and V: 2 x H x D x N. */
+static int position_bytes(const plan_opts *o, uint64_t *out) {
+    uint64_t v = 2u;
+    if (mul_u64(v, o->kv_heads, &v) || mul_u64(v, o->head_dim, &v) ||
+        mul_u64(v, o->dtype_bytes, &v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* a - b as text with its sign, exact for any two uint64 values. */
+static void signed_diff(char *buf, size_t len, uint64_t a, uint64_t b) {
+    if (a >= b)
+        snprintf(buf, len, "+%llu", (unsigned long long)(a - b));
+    else
+        snprintf(buf, len, "-%llu", (unsigned long long)(b - a));
+}
+
+static cJSON *raw_u64(uint64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    return cJSON_CreateRaw(buf);
+}
+
+static cJSON *totals_json(const plan_totals *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "positions", raw_u64(t->positions));
+    cJSON_AddItemToObject(o, "bytes", raw_u64(t->bytes));
+    cJSON_AddItemToObject(o, "blocks", raw_u64(t->blocks));
+    return o;
+}
+
+int pb_cli_plan(int argc, char **argv) {
+    plan_opts o;
+    const int prc = parse(argc, argv, &o);
+    if (prc == 1) return 0;
+    if (prc != 0) return prc;
+
+    uint64_t per_pos;
+    if (position_bytes(&o, &per_pos) != 0)
+        return pb_cli_usage_error("plan",
+                                  "--kv-heads x --head-dim x --dtype-bytes: "
+                                  "K+V bytes per position overflow 64 bits");
+    uint32_t *shares = malloc((size_t)o.layers * sizeof *shares);
+    if (shares == NULL) {
+        fprintf(stderr, "pyramidkv plan: out of memory\n");
+        return 1;
+    }
+    if (pb_kvcache_pyramid_budgets(o.budget, o.layers, o.ratio, shares,
+                                   o.layers) != PB_OK) {
+        free(shares);
+        fprintf(stderr, "pyramidkv plan: the library refused the plan\n");
+        return 1;
+    }
+
+    /* Uniform: every layer B. Overflow anywhere is a usage error: the
+     * sizes given cannot be represented. */
+    plan_totals total = {0u, 0u, 0u}, uni = {0u, 0u, 0u};
+    int overflow = 0;
+    uint64_t uni_bytes_layer = 0;
+    overflow |= mul_u64(per_pos, o.budget, &uni_bytes_layer);
+    overflow |= mul_u64(o.budget, o.layers, &uni.positions);
+    overflow |= mul_u64(uni_bytes_layer, o.layers, &uni.bytes);
+    overflow |= mul_u64(blocks_of(o.budget, o.block_size), o.layers,
+                        &uni.blocks);
+    for (uint32_t k = 0; k < o.layers && !overflow; ++k) {
+        uint64_t bytes;
+        overflow |= mul_u64(per_pos, shares[k], &bytes);
+        overflow |= add_u64(total.positions, shares[k], &total.positions);
+        overflow |= add_u64(total.bytes, bytes, &total.bytes);
+        overflow |= add_u64(total.blocks, blocks_of(shares[k], o.block_size),
+                            &total.blocks);
+    }
+    if (overflow) {
+        free(shares);
+        return pb_cli_usage_error("plan",
+                                  "--budget x --layers: the byte totals "
+                                  "overflow 64 bits");
+    }
+
+    int rc = 0;
+    if (o.json) {
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddNumberToObject(doc, "budget", o.budget);
+        cJSON_AddNumberToObject(doc, "layers", o.layers);
+        cJSON_AddNumberToObject(doc, "ratio", o.ratio);
+        cJSON_AddNumberToObject(doc, "kvHeads", o.kv_heads);
+        cJSON_AddNumberToObject(doc, "headDim", o.head_dim);
+        cJSON_AddNumberToObject(doc, "dtypeBytes", o.dtype_bytes);
+        cJSON_AddNumberToObject(doc, "blockSize", o.block_size);
+        cJSON_AddItemToObject(doc, "bytesPerPosition", raw_u64(per_pos));
+        cJSON *arr = cJSON_AddArrayToObject(doc, "perLayer");
+        for (uint32_t k = 0; k < o.layers; ++k) {
+            cJSON *l = cJSON_CreateObject();
+            cJSON_AddNumberToObject(l, "layer", k);
+            cJSON_AddNumberToObject(l, "share", shares[k]);
+            cJSON_AddItemToObject(l, "bytes", raw_u64(per_pos * shares[k]));
+            cJSON_AddItemToObject(l, "blocks",
+                                  raw_u64(blocks_of(shares[k], o.block_size)));
+            cJSON_AddItemToArray(arr, l);
+        }
+        cJSON_AddItemToObject(doc, "total", totals_json(&total));
+        cJSON_AddItemToObject(doc, "uniform", totals_json(&uni));
+        char *text = cJSON_Print(doc);
+        cJSON_Delete(doc);
+        if (text == NULL) {
+            fprintf(stderr, "pyramidkv plan: out of memory\n");
+            rc = 1;
+        } else {
+            puts(text);
+            cJSON_free(text);
+        }
+    } else {
+        printf("pyramidkv plan: budget %u x %u layers, ratio %u; K+V per "
+               "position 2 x %u heads x %u dims x %u bytes = %llu bytes; "
+               "blocks of %u positions\n\n",
+               o.budget, o.layers, o.ratio, o.kv_heads, o.head_dim,
+               o.dtype_bytes, (unsigned long long)per_pos, o.block_size);
+        printf("%-8s %12s %22s %14s\n", "layer", "share", "K+V bytes",
+               "blocks");
+        uint32_t below = 0;
+        for (uint32_t k = 0; k < o.layers; ++k) {
+            printf("%-8u %12u %22llu %14llu\n", k, shares[k],
+                   (unsigned long long)(per_pos * shares[k]),
+                   (unsigned long long)blocks_of(shares[k], o.block_size));
+            below += shares[k] < PLAN_DEFAULT_FLOOR;
+        }
+        printf("%-8s %12llu %22llu %14llu\n", "total",
+               (unsigned long long)total.positions,
+               (unsigned long long)total.bytes,
+               (unsigned long long)total.blocks);
+        printf("%-8s %12llu %22llu %14llu\n", "uniform",
+               (unsigned long long)uni.positions,
+               (unsigned long long)uni.bytes, (unsigned long long)uni.blocks);
+        char dp[24], db[24], dk[24];
+        signed_diff(dp, sizeof dp, total.positions, uni.positions);
+        signed_diff(db, sizeof db, total.bytes, uni.bytes);
+        signed_diff(dk, sizeof dk, total.blocks, uni.blocks);
+        printf("%-8s %12s %22s %14s\n", "diff", dp, db, dk);
+        if (below > 0u)
+            printf("\nnote: %u layers get fewer than %u positions; a policy "
+                   "with the default recent window (32) keeps at least %u "
+                   "there, so size those buffers for %u.\n",
+                   below, PLAN_DEFAULT_FLOOR, PLAN_DEFAULT_FLOOR,
+                   PLAN_DEFAULT_FLOOR);
+    }
+    free(shares);
+    return rc;
+}
