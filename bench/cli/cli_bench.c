@@ -37,6 +37,7 @@ typedef struct bench_opts {
     size_t n_budgets;
     uint32_t ratios[MAX_LIST];
     size_t n_ratios;
+    int ratios_set;
     uint32_t recent, obs, kernel;
     int per_layer, json;
 } bench_opts;
@@ -75,7 +76,7 @@ static void help(FILE *out) {
         "  --budget B     average positions per layer, %u values at most, each\n"
         "                 greater than --recent and at most %u [512]\n"
         "  --ratio R      pyramid ratios (first layer's share over the last's),\n"
-        "                 1 .. %u [1,2,4,8]\n"
+        "                 1 .. %u [1,2,4,8; 1 for a single-layer trace]\n"
         "  --recent N     newest positions never evicted, 0 .. 4095 [32]\n"
         "  --obs N        observation window in decode steps, 1 .. 4096 [16]\n"
         "  --kernel N     pooling width, odd, 1 .. 4095 [7]\n"
@@ -171,8 +172,11 @@ static int parse(int argc, char **argv, bench_opts *o) {
             rc = pb_cli_parse_u32_list("bench", f, v, 1, MAX_BUDGET,
                                        o->budgets, MAX_LIST, &o->n_budgets);
         else if (strcmp(f, "--ratio") == 0)
+        {
             rc = pb_cli_parse_u32_list("bench", f, v, 1, MAX_RATIO, o->ratios,
                                        MAX_LIST, &o->n_ratios);
+            o->ratios_set = 1;
+        }
         else if (strcmp(f, "--recent") == 0)
             rc = pb_cli_parse_u32("bench", f, v, 0, 4095, &o->recent);
         else if (strcmp(f, "--obs") == 0)
@@ -232,8 +236,12 @@ static int run_trace(const bench_opts *o, pb_wl_profile profile,
     memset(tr, 0, sizeof *tr);
     tr->profile = profile;
     tr->layers = profile == PB_WL_DECODE4096 ? 1u : o->layers;
+    /* With one layer every ratio gives the same share, so unless ratios
+     * were asked for, a single-layer trace runs ratio 1 only. */
+    const size_t n_ratios =
+        tr->layers == 1u && !o->ratios_set ? 1u : o->n_ratios;
     for (size_t b = 0; b < o->n_budgets; ++b)
-        for (size_t r = 0; r < o->n_ratios; ++r) {
+        for (size_t r = 0; r < n_ratios; ++r) {
             tr->configs[tr->n].budget = o->budgets[b];
             tr->configs[tr->n].ratio = o->ratios[r];
             tr->n++;

@@ -204,7 +204,7 @@ int pb_cli_plan(int argc, char **argv) {
     overflow |= mul_u64(blocks_of(o.budget, o.block_size), o.layers,
                         &uni.blocks);
     for (uint32_t k = 0; k < o.layers && !overflow; ++k) {
-        uint64_t bytes;
+        uint64_t bytes = 0;
         overflow |= mul_u64(per_pos, shares[k], &bytes);
         overflow |= add_u64(total.positions, shares[k], &total.positions);
         overflow |= add_u64(total.bytes, bytes, &total.bytes);

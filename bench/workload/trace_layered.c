@@ -66,8 +66,11 @@ static uint32_t lerp_u32(uint32_t a, uint32_t b, int64_t num, int64_t den) {
     return (uint32_t)((int64_t)a + q);
 }
 
+/* a * (1 - f) + b * f with f = num / den in float64: exactly a at f = 0
+ * and exactly b at f = 1. */
 static double lerp_f64(double a, double b, int64_t num, int64_t den) {
-    return a + (b - a) * ((double)num / (double)den);
+    const double f = (double)num / (double)den;
+    return a * (1.0 - f) + b * f;
 }
 
 int pb_wl_layer_shape(pb_wl_profile profile, uint32_t layer, uint32_t layers,
