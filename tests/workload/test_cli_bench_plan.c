@@ -1,0 +1,321 @@
+/*
+ * test_cli_bench_plan.c - `pyramidkv bench` and `pyramidkv plan` as a user
+ * runs them (the built program, through popen): the acceptance commands of
+ * issue 4 (nine published figures; flat layer 0 at ratio 1), the JSON keys,
+ * the plan's arithmetic against pb_kvcache_pyramid_budget and the byte and
+ * block formulas, --help, and usage errors: exit status 2 with one line on
+ * stderr naming the flag.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "pyramidkv/pyramidkv.h"
+
+#ifndef PB_CLI_PATH
+#error "PB_CLI_PATH must name the pyramidkv program"
+#endif
+
+/* Runs `pyramidkv <args>` and returns its exit status; its stdout (or
+ * stderr if `want_stderr`) goes to a malloc'd, NUL-terminated *out. */
+static int run_cli(const char *args, int want_stderr, char **out) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s", PB_CLI_PATH, args,
+             want_stderr ? "2>&1 >/dev/null" : "2>/dev/null");
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        const size_t got = fread(buf + n, 1, 4096, f);
+        if (got == 0) break;
+        n += got;
+    }
+    buf[n] = '\0';
+    const int st = pclose(f);
+    *out = buf;
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void expect_usage_error(const char *args, const char *names) {
+    char *err = NULL, *out = NULL;
+    const int rc = run_cli(args, 1, &err);
+    if (rc != 2 || strstr(err, names) == NULL)
+        print_error("pyramidkv %s: exit %d, stderr '%s' (want 2 naming %s)\n",
+                    args, rc, err, names);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, names));
+    /* Exactly one line. */
+    const char *nl = strchr(err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+    free(err);
+    /* Nothing on stdout. */
+    assert_int_equal(run_cli(args, 0, &out), 2);
+    assert_string_equal(out, "");
+    free(out);
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    expect_usage_error("bench --bogus", "--bogus");
+    expect_usage_error("bench --budget abc", "--budget");
+    expect_usage_error("bench --budget", "--budget");
+    expect_usage_error("bench --budget 16", "--budget");
+    expect_usage_error("bench --budget 512,,1024", "--budget");
+    expect_usage_error("bench --budget 5000", "--budget");
+    expect_usage_error("bench --ratio 0", "--ratio");
+    expect_usage_error("bench --ratio 1,x", "--ratio");
+    expect_usage_error("bench --layers 0", "--layers");
+    expect_usage_error("bench --layers=-3", "--layers");
+    expect_usage_error("bench --trace nope", "--trace");
+    expect_usage_error("bench --trace funnel,funnel", "--trace");
+    expect_usage_error("bench --trace decode-4096 --layers 4", "--layers");
+    expect_usage_error("bench --kernel 4", "--kernel");
+    expect_usage_error("bench --obs x", "--obs");
+    expect_usage_error("bench --recent -1", "--recent");
+    expect_usage_error("bench --recent 600", "--budget");
+    expect_usage_error("bench --json=yes", "--json");
+    expect_usage_error("bench stray", "stray");
+    expect_usage_error("plan", "--budget");
+    expect_usage_error("plan --budget 512 --layers 32", "--ratio");
+    expect_usage_error("plan --budget 512 --ratio 4", "--layers");
+    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --block-size 0",
+                       "--block-size");
+    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads x",
+                       "--kv-heads");
+    expect_usage_error("plan --budget 0 --layers 32 --ratio 4", "--budget");
+    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --frob 1",
+                       "--frob");
+    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads "
+                       "4294967295 --head-dim 4294967295 --dtype-bytes 4",
+                       "--kv-heads");
+    expect_usage_error("plan --budget 4294967295 --layers 65536 --ratio 1 "
+                       "--kv-heads 65536 --head-dim 65536",
+                       "--budget");
+}
+
+static void test_help(void **state) {
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(run_cli("bench --help", 0, &out), 0);
+    assert_non_null(strstr(out, "usage: pyramidkv bench"));
+    free(out);
+    assert_int_equal(run_cli("plan --help", 0, &out), 0);
+    assert_non_null(strstr(out, "usage: pyramidkv plan"));
+    free(out);
+    assert_int_equal(run_cli("--help", 0, &out), 0);
+    assert_non_null(strstr(out, "bench"));
+    assert_non_null(strstr(out, "plan"));
+    free(out);
+}
+
+static cJSON *run_json(const char *args) {
+    char *out = NULL;
+    const int rc = run_cli(args, 0, &out);
+    if (rc != 0) print_error("pyramidkv %s: exit %d\n", args, rc);
+    assert_int_equal(rc, 0);
+    cJSON *doc = cJSON_Parse(out);
+    free(out);
+    assert_non_null(doc);
+    return doc;
+}
+
+static double num(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v)) print_error("missing number '%s'\n", key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* The object has exactly these keys, in this order. */
+static void exact_keys(const cJSON *obj, const char *const *keys, size_t n) {
+    size_t i = 0;
+    for (const cJSON *c = obj->child; c != NULL; c = c->next, ++i) {
+        assert_true(i < n);
+        assert_string_equal(c->string, keys[i]);
+    }
+    assert_int_equal(i, n);
+}
+
+/* Acceptance: pyramidkv bench --trace decode-4096 --layers 1
+ * --budget 256,512,1024 --json reproduces the nine published figures. */
+static void test_bench_nine_figures(void **state) {
+    (void)state;
+    static const char *const top_keys[] = {"trace", "layers", "results"};
+    static const char *const result_keys[] = {
+        "budget", "ratio", "retainedAttentionMass", "heavyHitterRecall",
+        "evictionCalls", "peakHeld", "perLayer"};
+    const double want[3][4] = {{256, 0.783378, 0.890183, 3840},
+                               {512, 0.82119, 0.901949, 3584},
+                               {1024, 0.888049, 0.941169, 3072}};
+    cJSON *doc = run_json("bench --trace decode-4096 --layers 1 "
+                          "--budget 256,512,1024 --json");
+    exact_keys(doc, top_keys, 3);
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(doc, "trace")->valuestring,
+        "decode-4096");
+    assert_true(num(doc, "layers") == 1.0);
+    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
+    assert_int_equal(cJSON_GetArraySize(results), 3);
+    for (int i = 0; i < 3; ++i) {
+        const cJSON *r = cJSON_GetArrayItem(results, i);
+        exact_keys(r, result_keys, 7);
+        assert_true(num(r, "budget") == want[i][0]);
+        assert_true(num(r, "ratio") == 1.0);
+        assert_true(num(r, "retainedAttentionMass") == want[i][1]);
+        assert_true(num(r, "heavyHitterRecall") == want[i][2]);
+        assert_true(num(r, "evictionCalls") == want[i][3]);
+        assert_true(num(r, "peakHeld") == want[i][0] + 1.0);
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
+        assert_int_equal(cJSON_GetArraySize(pl), 1);
+    }
+    cJSON_Delete(doc);
+}
+
+/* Acceptance: --trace flat at ratio 1 gives layer 0 the decode-4096
+ * figures exactly (32 layers, the default). */
+static void test_bench_flat_layer0(void **state) {
+    (void)state;
+    const double want[3][4] = {{256, 0.783378, 0.890183, 3840},
+                               {512, 0.82119, 0.901949, 3584},
+                               {1024, 0.888049, 0.941169, 3072}};
+    cJSON *doc = run_json("bench --trace flat --ratio 1 "
+                          "--budget 256,512,1024 --json");
+    assert_true(num(doc, "layers") == 32.0);
+    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
+    assert_int_equal(cJSON_GetArraySize(results), 3);
+    for (int i = 0; i < 3; ++i) {
+        const cJSON *r = cJSON_GetArrayItem(results, i);
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
+        assert_int_equal(cJSON_GetArraySize(pl), 32);
+        const cJSON *l0 = cJSON_GetArrayItem(pl, 0);
+        assert_true(num(l0, "layer") == 0.0);
+        assert_true(num(l0, "share") == want[i][0]);
+        assert_true(num(l0, "retainedAttentionMass") == want[i][1]);
+        assert_true(num(l0, "heavyHitterRecall") == want[i][2]);
+        assert_true(num(l0, "evictionCalls") == want[i][3]);
+    }
+    cJSON_Delete(doc);
+}
+
+/* A small layered run prints the table, every trace, and the reading. */
+static void test_bench_table(void **state) {
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(run_cli("bench --layers 4 --budget 64 --ratio 1,4 "
+                             "--per-layer", 0, &out), 0);
+    assert_non_null(strstr(out, "funnel"));
+    assert_non_null(strstr(out, "flat"));
+    assert_non_null(strstr(out, "inverted"));
+    assert_non_null(strstr(out, "\nreading: "));
+    assert_non_null(strstr(out, "per layer"));
+    free(out);
+    /* Several traces with --json: an array of documents. */
+    cJSON *doc = run_json("bench --trace funnel,inverted --layers 2 "
+                          "--budget 64 --ratio 1,2 --json");
+    assert_true(cJSON_IsArray(doc));
+    assert_int_equal(cJSON_GetArraySize(doc), 2);
+    const cJSON *first = cJSON_GetArrayItem(doc, 0);
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(first, "trace")->valuestring,
+        "funnel");
+    cJSON_Delete(doc);
+}
+
+typedef struct plan_case {
+    uint32_t budget, layers, ratio, heads, dim, dtype, block;
+} plan_case;
+
+static void check_plan(const plan_case *c) {
+    char args[256];
+    snprintf(args, sizeof args,
+             "plan --budget %u --layers %u --ratio %u --kv-heads %u "
+             "--head-dim %u --dtype-bytes %u --block-size %u --json",
+             c->budget, c->layers, c->ratio, c->heads, c->dim, c->dtype,
+             c->block);
+    cJSON *doc = run_json(args);
+    const double per_pos = 2.0 * c->heads * (double)c->dim * c->dtype;
+    assert_true(num(doc, "bytesPerPosition") == per_pos);
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(doc, "perLayer");
+    assert_int_equal(cJSON_GetArraySize(pl), (int)c->layers);
+    double total_share = 0, total_bytes = 0, total_blocks = 0;
+    for (uint32_t k = 0; k < c->layers; ++k) {
+        const cJSON *l = cJSON_GetArrayItem(pl, (int)k);
+        const uint32_t share =
+            pb_kvcache_pyramid_budget(c->budget, k, c->layers, c->ratio);
+        const uint64_t blocks = share / c->block + (share % c->block != 0u);
+        assert_true(num(l, "layer") == (double)k);
+        assert_true(num(l, "share") == (double)share);
+        assert_true(num(l, "bytes") == per_pos * (double)share);
+        assert_true(num(l, "blocks") == (double)blocks);
+        total_share += share;
+        total_bytes += per_pos * (double)share;
+        total_blocks += (double)blocks;
+    }
+    const cJSON *total = cJSON_GetObjectItemCaseSensitive(doc, "total");
+    assert_true(num(total, "positions") == total_share);
+    assert_true(num(total, "positions") ==
+                (double)pb_kvcache_pyramid_total(c->budget, c->layers,
+                                                 c->ratio));
+    assert_true(num(total, "bytes") == total_bytes);
+    assert_true(num(total, "blocks") == total_blocks);
+    const cJSON *uni = cJSON_GetObjectItemCaseSensitive(doc, "uniform");
+    const double ublocks =
+        (double)(c->budget / c->block + (c->budget % c->block != 0u));
+    assert_true(num(uni, "positions") == (double)c->budget * c->layers);
+    assert_true(num(uni, "bytes") == per_pos * c->budget * c->layers);
+    assert_true(num(uni, "blocks") == ublocks * c->layers);
+    cJSON_Delete(doc);
+}
+
+static void test_plan_arithmetic(void **state) {
+    (void)state;
+    const plan_case cases[] = {
+        {512u, 32u, 4u, 8u, 128u, 2u, 16u},
+        {512u, 32u, 1u, 8u, 128u, 2u, 16u},
+        {100u, 7u, 3u, 2u, 64u, 4u, 7u},
+        {1u, 5u, 1000u, 1u, 1u, 1u, 1u},
+        {40u, 80u, 8u, 32u, 128u, 1u, 256u},
+        {4294967295u, 3u, 4294967295u, 8u, 128u, 2u, 16u},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        check_plan(&cases[i]);
+
+    /* The text form has a row per layer and the totals. */
+    char *out = NULL;
+    assert_int_equal(run_cli("plan --budget 512 --layers 32 --ratio 4", 0,
+                             &out), 0);
+    assert_non_null(strstr(out, "\ntotal "));
+    assert_non_null(strstr(out, "\nuniform "));
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_bench_nine_figures),
+        cmocka_unit_test(test_bench_flat_layer0),
+        cmocka_unit_test(test_bench_table),
+        cmocka_unit_test(test_plan_arithmetic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
