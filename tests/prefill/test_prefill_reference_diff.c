@@ -1,0 +1,161 @@
+/*
+ * test_prefill_reference_diff.c - the reference scope of pb_kvcache_prefill
+ * against the plain-loop transcription of the paper's selection
+ * (prefill_reference.c) on 1,200 seeded random inputs: prompt lengths
+ * 16 .. 4096, windows 1 .. 64, odd kernels 1 .. 15, both pooling modes,
+ * shares from 1 to above the prompt, one-layer and pyramid instances, caller
+ * workspace and create-time reservation. The kept sets and the victims must
+ * be identical.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prefill_reference.h"
+#include "pyramidkv/pyramidkv.h"
+
+#define CASES 1200u
+#define MAX_LEN 4096u
+#define MAX_W 64u
+
+typedef struct diff_buffers {
+    float *attn;
+    unsigned char *keep;
+    uint32_t *kept;
+    uint32_t *victims;
+    void *workspace;
+    size_t workspace_bytes;
+} diff_buffers;
+
+/* An ask spread over the interesting regimes: tiny (at most W), between W
+ * and len, exactly len - 1 or len, and above len. */
+static uint32_t random_ask(pfref_rng *g, uint32_t w, uint32_t len) {
+    switch (pfref_below(g, 6)) {
+    case 0: return 1u + pfref_below(g, w);
+    case 1: return w + 1u + pfref_below(g, len - w);
+    case 2: return w + 1u + pfref_below(g, len - w);
+    case 3: return len - 1u;
+    case 4: return len;
+    default: return len + 1u + pfref_below(g, 1000);
+    }
+}
+
+static void one_case(unsigned index, diff_buffers *b, unsigned *compressed) {
+    pfref_rng g = {0x5eed0000u + index};
+    /* Half the prompts short, so that many small edge cases are covered. */
+    const uint32_t len = pfref_below(&g, 2) ? 16u + pfref_below(&g, 241)
+                                            : 16u + pfref_below(&g, MAX_LEN - 15u);
+    const uint32_t w = 1u + pfref_below(&g, len - 1u < MAX_W ? len - 1u : MAX_W);
+    const uint32_t kernel = 1u + 2u * pfref_below(&g, 8);
+    const uint32_t pool = pfref_below(&g, 2);
+    const int pyramid = (int)pfref_below(&g, 3) == 0;
+    const int reserved = (int)pfref_below(&g, 4) == 0;
+
+    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    p.recent_window = w;
+    p.obs_window = 1u + pfref_below(&g, 40);
+    p.pool_kernel = kernel;
+    if (pyramid) {
+        /* A real pyramid: the effective share binds some of the time. */
+        p.num_layers = 2u + pfref_below(&g, 31);
+        p.layer = pfref_below(&g, p.num_layers);
+        p.pyramid_ratio = 1u + pfref_below(&g, 8);
+        p.budget = w + 1u + pfref_below(&g, len);
+    } else {
+        p.budget = len + 1u + pfref_below(&g, 100); /* share = the ask */
+    }
+    pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+    o.pool = pool;
+    o.prefill_scope = PB_PREFILL_REFERENCE;
+    o.capacity = len + 1u; /* holds any survivor set */
+    if (reserved) o.prefill_max_len = len + pfref_below(&g, 8);
+
+    pb_kvcache *policy = NULL;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &policy), PB_OK);
+    const uint32_t ask = random_ask(&g, w, len);
+    const uint32_t effective = pb_kvcache_effective_budget(policy);
+    const size_t share = ask < effective ? ask : effective;
+
+    pfref_random_block(&g, b->attn, w, len);
+    const size_t want = pfref_select(b->attn, w, len, share, kernel, pool,
+                                     b->keep);
+    assert_true(want != (size_t)-1);
+
+    size_t n_kept = 0;
+    const pb_status st = pb_kvcache_prefill(
+        policy, b->attn, w, len, ask, reserved ? NULL : b->workspace,
+        reserved ? 0u : b->workspace_bytes, b->kept, MAX_LEN, b->victims,
+        MAX_LEN, &n_kept);
+    if (st != PB_OK || n_kept != want) {
+        fprintf(stderr,
+                "case %u: len %u W %u kernel %u pool %u ask %u share %zu: "
+                "status %s, kept %zu, want %zu\n",
+                index, len, w, kernel, pool, ask, share, pb_status_str(st),
+                n_kept, want);
+        fail();
+    }
+    size_t k = 0, v = 0;
+    for (uint32_t pos = 0; pos < len; ++pos) {
+        if (b->keep[pos]) {
+            if (b->kept[k] != pos) {
+                fprintf(stderr, "case %u: kept[%zu] = %u, want %u\n", index, k,
+                        b->kept[k], pos);
+                fail();
+            }
+            ++k;
+        } else {
+            if (b->victims[v] != pos) {
+                fprintf(stderr, "case %u: victims[%zu] = %u, want %u\n", index,
+                        v, b->victims[v], pos);
+                fail();
+            }
+            ++v;
+        }
+    }
+    assert_int_equal(pb_kvcache_kept_count(policy), want);
+    if (want < len) ++*compressed;
+    pb_kvcache_destroy(policy);
+}
+
+static void reference_scope_matches_transcription(void **state) {
+    (void)state;
+    diff_buffers b;
+    assert_int_equal(pb_kvcache_prefill_workspace_size(MAX_LEN + 8u,
+                                                       &b.workspace_bytes),
+                     PB_OK);
+    b.attn = malloc((size_t)MAX_W * MAX_LEN * sizeof *b.attn);
+    b.keep = malloc(MAX_LEN);
+    b.kept = malloc(MAX_LEN * sizeof *b.kept);
+    b.victims = malloc(MAX_LEN * sizeof *b.victims);
+    b.workspace = malloc(b.workspace_bytes);
+    assert_non_null(b.attn);
+    assert_non_null(b.keep);
+    assert_non_null(b.kept);
+    assert_non_null(b.victims);
+    assert_non_null(b.workspace);
+
+    unsigned compressed = 0;
+    for (unsigned i = 0; i < CASES; ++i) one_case(i, &b, &compressed);
+    /* Most inputs must actually be compressed, or the test proves little. */
+    assert_true(compressed > CASES / 2u);
+    printf("%u cases, %u compressed, 0 disagreements\n", CASES, compressed);
+
+    free(b.attn);
+    free(b.keep);
+    free(b.kept);
+    free(b.victims);
+    free(b.workspace);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reference_scope_matches_transcription),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
