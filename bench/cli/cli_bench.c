@@ -211,6 +211,7 @@ typedef struct progress {
     int shown;
     double start, last;
     const char *label;
+    size_t index, count; /* trace being run (1-based) of count */
 } progress;
 
 static double now_s(void) {
@@ -226,8 +227,8 @@ static void on_progress(void *ctx, uint32_t t, uint32_t steps) {
     if (now - pr->start < 1.0 || (now - pr->last < 0.2 && t != steps)) return;
     pr->last = now;
     pr->shown = 1;
-    fprintf(stderr, "\rpyramidkv bench: %-11s %3u%%", pr->label,
-            (unsigned)((uint64_t)t * 100u / steps));
+    fprintf(stderr, "\rpyramidkv bench: %s (%zu/%zu) %3u%%   ", pr->label,
+            pr->index, pr->count, (unsigned)((uint64_t)t * 100u / steps));
     fflush(stderr);
 }
 
@@ -414,10 +415,11 @@ static void print_table(const bench_opts *o, const trace_run *runs,
             for (size_t i = 0; i < runs[t].n; ++i) {
                 const pb_wl_result *r = &runs[t].results[i];
                 if (r->floors_binding == 0u) continue;
-                printf("  %s budget %u ratio %u: %u layers at the floor, sum "
-                       "of shares %llu, held at most %llu (limit %llu)\n",
+                printf("  %s budget %u ratio %u: %u layer%s at the floor, "
+                       "sum of shares %llu, held at most %llu (limit %llu)\n",
                        pb_wl_profile_name(runs[t].profile), r->config.budget,
                        r->config.ratio, r->floors_binding,
+                       r->floors_binding == 1u ? "" : "s",
                        (unsigned long long)r->share_total,
                        (unsigned long long)r->effective_total,
                        (unsigned long long)runs[t].layers * r->config.budget);
@@ -425,10 +427,11 @@ static void print_table(const bench_opts *o, const trace_run *runs,
     }
 }
 
-/* One line: per trace and budget, which ratio won and by how much. */
+/* One line: per trace and budget, which ratio kept the most mass and what
+ * it did to mass and recall against uniform. */
 static void print_reading(const bench_opts *o, const trace_run *runs,
                           size_t n_runs) {
-    printf("\nreading:");
+    printf("\nreading (equal total memory):");
     const char *sep = " ";
     for (size_t t = 0; t < n_runs; ++t) {
         const trace_run *tr = &runs[t];
@@ -444,15 +447,17 @@ static void print_reading(const bench_opts *o, const trace_run *runs,
                 printf(" best ratio %u (mass %.4f)", best->config.ratio,
                        best->mass);
             else if (best->config.ratio != 1u)
-                printf(" pyramid wins, ratio %u %+.4f mass", best->config.ratio,
-                       best->mass - u->mass);
+                printf(" pyramid wins, ratio %u %+.4f mass %+.4f recall",
+                       best->config.ratio, best->mass - u->mass,
+                       best->recall - u->recall);
             else
-                printf(" uniform wins, ratio %u %+.4f mass",
-                       worst->config.ratio, worst->mass - u->mass);
+                printf(" uniform wins, ratio %u %+.4f mass %+.4f recall",
+                       worst->config.ratio, worst->mass - u->mass,
+                       worst->recall - u->recall);
             sep = "; ";
         }
     }
-    printf(" (equal total memory).\n");
+    printf(".\n");
 }
 
 static void print_per_layer(const bench_opts *o, const trace_run *runs,
@@ -501,9 +506,12 @@ int pb_cli_bench(int argc, char **argv) {
     }
     int rc = 0;
     size_t done = 0;
-    for (; done < o.n_traces && rc == 0; ++done)
+    pr.count = o.n_traces;
+    for (; done < o.n_traces && rc == 0; ++done) {
+        pr.index = done + 1;
         rc = run_trace(&o, o.traces[done], &runs[done], &pr);
-    if (pr.shown) fprintf(stderr, "\r%40s\r", "");
+    }
+    if (pr.shown) fprintf(stderr, "\r%50s\r", "");
     const double elapsed = now_s() - pr.start;
 
     if (rc == 0) {
@@ -515,8 +523,9 @@ int pb_cli_bench(int argc, char **argv) {
                 printf("1 layer");
             else
                 printf("%u layers", o.layers);
-            printf("; recent %u, obs %u, kernel %u; mass and recall averaged "
-                   "over layers, vs r=1 = difference from uniform\n\n",
+            printf("; recent %u, obs %u, kernel %u\nshares = sum of the "
+                   "layers' shares (<= layers x budget); mass, recall = "
+                   "means over layers; vs r=1 = minus uniform; best first\n\n",
                    o.recent, o.obs, o.kernel);
             print_table(&o, runs, o.n_traces);
             print_reading(&o, runs, o.n_traces);
