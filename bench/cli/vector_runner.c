@@ -72,6 +72,16 @@ static void msg_add(msgbuf *m, const char *fmt, ...) {
     m->len = (size_t)n < room ? m->len + (size_t)n : sizeof m->text - 1u;
 }
 
+/* Formats d with the fewest significant digits that read back as the same
+ * double, so 0.1 prints as 0.1 and not 0.10000000000000001. */
+static const char *shortest(double d, char *buf, size_t size) {
+    for (int prec = 1; prec <= 17; ++prec) {
+        snprintf(buf, size, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    return buf;
+}
+
 static void msg_add_u32_list(msgbuf *m, const uint32_t *v, size_t n) {
     msg_add(m, "[");
     for (size_t i = 0; i < n && i < VR_MAX_LISTED; ++i)
@@ -749,13 +759,16 @@ static int step_window_score(case_state *c, policy_case *pc, const cJSON *step) 
     const int equal = jt == NULL ? score == expect
                                  : fabs(score - expect) <= tolerance;
     if (!equal) {
+        char e[32], g[32], t[32];
         if (jt == NULL)
-            return step_fail(c, pc, "windowScoreOf(%lu): expected %.17g, got %.17g "
+            return step_fail(c, pc, "windowScoreOf(%lu): expected %s, got %s "
                                     "(compared exactly)",
-                             (unsigned long)pos, expect, score);
-        return step_fail(c, pc, "windowScoreOf(%lu): expected %.17g within %.17g, "
-                                "got %.17g",
-                         (unsigned long)pos, expect, tolerance, score);
+                             (unsigned long)pos, shortest(expect, e, sizeof e),
+                             shortest(score, g, sizeof g));
+        return step_fail(c, pc, "windowScoreOf(%lu): expected %s within %s, got %s",
+                         (unsigned long)pos, shortest(expect, e, sizeof e),
+                         shortest(tolerance, t, sizeof t),
+                         shortest(score, g, sizeof g));
     }
     return 0;
 }
