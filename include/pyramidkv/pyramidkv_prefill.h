@@ -70,16 +70,21 @@ PB_API pb_status pb_kvcache_head_reduce(const float *attn, size_t heads,
  * must have. Any pointer returned by malloc qualifies. */
 #define PB_PREFILL_WORKSPACE_ALIGN 8u
 
-/* The exact number of bytes of workspace pb_kvcache_prefill needs for a
- * prompt of `len` positions, written to *bytes. It depends on len alone, so
- * one workspace sized for the longest prompt serves every instance of a
- * model (the instances are compressed one after another). A workspace of
- * exactly this size is enough; one byte less is refused.
+/* The exact number of bytes of workspace pb_kvcache_prefill needs on this
+ * instance for a prompt of `len` positions, written to *bytes: one double
+ * per position (8 * len), plus 16 * min(pool_kernel, len) for pooling only
+ * when pool_kernel exceeds both the instance's capacity and len (otherwise
+ * the instance's own pooling scratch serves). A workspace of exactly this
+ * size is enough; one byte less is refused with PB_ERR_WORKSPACE. Instances
+ * with the same pool_kernel (or a kernel within their capacity, the usual
+ * case) need the same size, so one workspace sized for the longest prompt
+ * serves every instance of a model, compressed one after another.
  *
- * Returns PB_OK; PB_ERR_NULL if bytes is NULL; PB_ERR_TOO_LARGE if len is
- * above UINT32_MAX or the size does not fit in size_t. Pure, no allocation,
- * thread-safe. */
-PB_API pb_status pb_kvcache_prefill_workspace_size(size_t len, size_t *bytes);
+ * Returns PB_OK; PB_ERR_NULL if policy or bytes is NULL; PB_ERR_TOO_LARGE if
+ * len is above UINT32_MAX or the size does not fit in size_t. No
+ * allocation; thread-safe (the instance is only read). */
+PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
+                                                   size_t len, size_t *bytes);
 
 /* Compresses a whole prompt in one call: the instance, which must be fresh,
  * ends holding exactly the positions of 0 .. len-1 that survive, each with
@@ -130,9 +135,11 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(size_t len, size_t *bytes);
  * count; the victim count is len - *n_kept.
  *
  * Scratch. workspace (PB_PREFILL_WORKSPACE_ALIGN-aligned, at least
- * pb_kvcache_prefill_workspace_size(len) bytes) is used if not NULL;
- * otherwise the scratch reserved at create for options.prefill_max_len
- * positions is used. The memory never holds len x obs_window values: the
+ * pb_kvcache_prefill_workspace_size(policy, len) bytes) is used if not
+ * NULL; otherwise the scratch reserved at create for
+ * options.prefill_max_len positions is used (8 bytes per position; a
+ * pool_kernel above the capacity needs a caller workspace for prompts
+ * longer than the capacity). The memory never holds len x obs_window values: the
  * scratch is O(len), and only the survivors' records are stored in the
  * instance. No allocation.
  *

@@ -58,8 +58,6 @@ static int setup(void **state) {
     if (f == NULL) return -1;
     pfref_rng g = {42};
     pfref_random_block(&g, f->attn, ROWS, LEN);
-    if (pb_kvcache_prefill_workspace_size(LEN, &f->ws_bytes) != PB_OK) return -1;
-    f->ws = malloc(f->ws_bytes);
     f->alloc.alloc = count_alloc;
     f->alloc.free = count_free;
     f->alloc.ctx = &f->count;
@@ -67,10 +65,13 @@ static int setup(void **state) {
     const pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
     f->p = p;
     f->o = o;
-    if (f->ws == NULL ||
-        pb_kvcache_pyramidkv_create(&f->p, &f->o, &f->alloc, &f->policy) !=
+    if (pb_kvcache_pyramidkv_create(&f->p, &f->o, &f->alloc, &f->policy) !=
+            PB_OK ||
+        pb_kvcache_prefill_workspace_size(f->policy, LEN, &f->ws_bytes) !=
             PB_OK)
         return -1;
+    f->ws = malloc(f->ws_bytes);
+    if (f->ws == NULL) return -1;
     /* The result a correct call gives on a fresh instance. */
     pb_kvcache *fresh = NULL;
     if (pb_kvcache_pyramidkv_create(&f->p, &f->o, NULL, &fresh) != PB_OK ||
@@ -222,12 +223,18 @@ static void workspace_exact(void **state) {
     assert_int_equal(n, 7);
     still_fresh(f);
 
-    /* The size grows with len only; 0 for nothing. */
-    assert_int_equal(pb_kvcache_prefill_workspace_size(0, &bytes), PB_OK);
-    assert_int_equal(pb_kvcache_prefill_workspace_size(LEN, NULL), PB_ERR_NULL);
+    /* 8 bytes per position when the kernel fits the capacity. */
+    assert_int_equal(f->ws_bytes, 8u * LEN);
+    assert_int_equal(pb_kvcache_prefill_workspace_size(f->policy, 0, &bytes),
+                     PB_OK);
+    assert_int_equal(bytes, 0);
+    assert_int_equal(pb_kvcache_prefill_workspace_size(f->policy, LEN, NULL),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_prefill_workspace_size(NULL, LEN, &bytes),
+                     PB_ERR_NULL);
 #if SIZE_MAX > UINT32_MAX
-    assert_int_equal(pb_kvcache_prefill_workspace_size((size_t)UINT32_MAX + 1u,
-                                                       &bytes),
+    assert_int_equal(pb_kvcache_prefill_workspace_size(
+                         f->policy, (size_t)UINT32_MAX + 1u, &bytes),
                      PB_ERR_TOO_LARGE);
 #endif
     /* A prompt shorter than the workspace is fine. */
@@ -262,6 +269,33 @@ static void workspace_exact(void **state) {
     assert_int_equal(sized, c.live_bytes);
     pb_kvcache_destroy(r);
     assert_int_equal(c.live_bytes, 0);
+
+    /* A kernel wider than the capacity and the prompt: the workspace also
+     * carries the pooling scratch, 16 * min(kernel, len) bytes. */
+    const pb_kvcache_pyramidkv_params wide = {4, 0, 1, 4, 2, 8, 41};
+    for (uint32_t pool = 0; pool < 2; ++pool) {
+        o = (pb_kvcache_options)PB_KVCACHE_OPTIONS_DEFAULT;
+        o.pool = pool;
+        assert_int_equal(pb_kvcache_pyramidkv_create(&wide, &o, NULL, &r),
+                         PB_OK);
+        assert_int_equal(pb_kvcache_capacity(r), 5);
+        assert_int_equal(pb_kvcache_prefill_workspace_size(r, LEN, &bytes),
+                         PB_OK);
+        assert_int_equal(bytes, 8u * LEN + 16u * LEN);
+        void *big = malloc(bytes);
+        assert_non_null(big);
+        assert_int_equal(pb_kvcache_prefill(r, f->attn + (ROWS - 2) * LEN, 2,
+                                            LEN, 4, big, bytes - 1, NULL, 0,
+                                            NULL, 0, &n),
+                         PB_ERR_WORKSPACE);
+        assert_int_equal(pb_kvcache_prefill(r, f->attn + (ROWS - 2) * LEN, 2,
+                                            LEN, 4, big, bytes, f->kept, LEN,
+                                            NULL, 0, &n),
+                         PB_OK);
+        assert_int_equal(n, 4);
+        free(big);
+        pb_kvcache_destroy(r);
+    }
 }
 
 static void bad_weights(void **state) {

@@ -24,7 +24,7 @@
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 
-#define CASES 400u
+#define CASES 1000u
 #define MAX_LEN 300u
 #define MAX_ROWS 48u
 #define LATER_STEPS 120u
@@ -97,8 +97,11 @@ static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
     uint32_t pos = c->len;
     for (unsigned step = 0; step < LATER_STEPS; ++step, ++pos) {
         if (pb_kvcache_kept_count(lib) >= cap || pfref_below(g, 8) == 0) {
-            const uint32_t ask = pfref_below(g, 2) ? c->p.budget
-                                                   : pfref_below(g, c->len + 2u);
+            /* At least 1: evicting every position (ask 0 with recent 0) is
+             * allowed by the rules but leaves nothing to decode after. */
+            const uint32_t ask = pfref_below(g, 2)
+                                     ? c->p.budget
+                                     : 1u + pfref_below(g, c->len + 2u);
             size_t na = 0, nb = 0;
             assert_int_equal(pb_kvcache_evict(lib, ask, va, MAX_LEN + LATER_STEPS,
                                               &na), PB_OK);
@@ -119,8 +122,12 @@ static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
         }
         for (size_t i = 0; i < held; ++i)
             attn[i] = (float)((double)attn[i] / total);
-        assert_int_equal(pb_kvcache_observe(lib, pos, null_step ? NULL : attn,
-                                            held), PB_OK);
+        const pb_status st = pb_kvcache_observe(lib, pos, null_step ? NULL : attn,
+                                                held);
+        if (st != PB_OK) {
+            report(c, pb_status_str(st));
+            fail();
+        }
         assert_int_equal(ref_observe(r, pos, null_step ? NULL : attn, held),
                          PB_OK);
     }
@@ -158,7 +165,15 @@ static void random_case(unsigned index, eq_case *c, pfref_rng *g) {
     c->o = o;
 }
 
-static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes) {
+/* What the random cases covered, printed so a reader can see the test is
+ * not vacuous. */
+typedef struct eq_counts {
+    unsigned consistent, reference, compressed, rows_eq_len, ring_wrapped,
+        refused_full;
+} eq_counts;
+
+static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes,
+                     eq_counts *k) {
     pfref_rng g = {0xe0e0e0e0u + index};
     eq_case c;
     random_case(index, &c, &g);
@@ -169,12 +184,18 @@ static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes) {
     uint32_t kept[MAX_LEN], victims[MAX_LEN];
     size_t n_kept = 0;
     const int reserved = c.o.prefill_max_len != 0u;
+    size_t exact = 0;
+    assert_int_equal(pb_kvcache_prefill_workspace_size(a, c.len, &exact),
+                     PB_OK);
+    assert_true(exact <= ws_bytes);
+    ws_bytes = exact;
     const pb_status st = pb_kvcache_prefill(
         a, attn, c.rows, c.len, c.ask, reserved ? NULL : ws,
         reserved ? 0u : ws_bytes, kept, MAX_LEN, victims, MAX_LEN, &n_kept);
     if (st == PB_ERR_FULL) {
         /* Only an explicit capacity below the survivors may refuse. */
         assert_true(c.o.capacity != 0u);
+        k->refused_full += 1;
         pb_kvcache_destroy(a);
         return;
     }
@@ -183,6 +204,11 @@ static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes) {
         fail();
     }
     assert_int_equal(pb_kvcache_kept_count(a), n_kept);
+    if (c.o.prefill_scope == PB_PREFILL_CONSISTENT) k->consistent += 1;
+    else k->reference += 1;
+    if (n_kept < c.len) k->compressed += 1;
+    if (c.rows == c.len) k->rows_eq_len += 1;
+    if (c.rows - (c.rows == c.len) > c.p.obs_window) k->ring_wrapped += 1;
 
     /* The model fed the whole prompt (capacity for all of it). */
     pb_kvcache_options big = c.o;
@@ -227,7 +253,7 @@ static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes) {
     }
     assert_memory_equal(kept, r.pos, n_kept * sizeof *kept);
     same_state(&c, a, &r);
-    same_later_behaviour(&c, a, &r, &g);
+    if (n_kept > 0u) same_later_behaviour(&c, a, &r, &g);
 
     ref_destroy(&r);
     pb_kvcache_destroy(a);
@@ -236,13 +262,19 @@ static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes) {
 static void prefill_equals_decode_feed(void **state) {
     (void)state;
     float *attn = malloc((size_t)MAX_ROWS * MAX_LEN * sizeof *attn);
-    size_t ws_bytes = 0;
-    assert_int_equal(pb_kvcache_prefill_workspace_size(MAX_LEN, &ws_bytes),
-                     PB_OK);
+    const size_t ws_bytes = (size_t)MAX_LEN * 8u + 16u * 16u;
     void *ws = malloc(ws_bytes);
     assert_non_null(attn);
     assert_non_null(ws);
-    for (unsigned i = 0; i < CASES; ++i) one_case(i, attn, ws, ws_bytes);
+    eq_counts k = {0, 0, 0, 0, 0, 0};
+    for (unsigned i = 0; i < CASES; ++i) one_case(i, attn, ws, ws_bytes, &k);
+    printf("%u cases: %u consistent, %u reference, %u compressed, %u with "
+           "rows == len, %u with more steps than obs_window, %u refused "
+           "(capacity below the survivors)\n",
+           CASES, k.consistent, k.reference, k.compressed, k.rows_eq_len,
+           k.ring_wrapped, k.refused_full);
+    assert_true(k.compressed > CASES / 2u && k.reference > CASES / 4u &&
+                k.rows_eq_len > 10u && k.ring_wrapped > 100u);
     free(ws);
     free(attn);
 }

@@ -1,0 +1,336 @@
+/*
+ * prefill.c - the prefill door: pb_kvcache_prefill and its workspace query
+ * (pyramidkv_prefill.h).
+ *
+ * It owns what is particular to a prompt: checking the rows x len block,
+ * turning rows into the window scores of every prompt position (in one pass
+ * over the rows, without ever holding len x obs_window values), the two
+ * scopes' rules of how many survive, and writing the survivors into a fresh
+ * instance with the ring records the rows give them. Pooling, selection and
+ * the instance layout are the engine's (policy_internal.h); this file adds
+ * no second copy of them.
+ *
+ * The rows as decode steps (documented in the header): row j is the step
+ * that admits position q_j = len - rows + j and observes positions p < q_j;
+ * a row for position 0 (rows == len) is no step. Steps are numbered
+ * t = 0 .. steps-1 and step t writes ring slot t % obs_window, so the ring
+ * keeps the last min(steps, obs_window) of them.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "policy_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/* The shape of one call                                                    */
+
+typedef struct prefill_plan {
+    size_t rows, len;
+    size_t first;    /* q_0 = len - rows, the position of row 0 */
+    size_t skip;     /* 1 if row 0 is position 0's row, which is no step */
+    size_t steps;    /* observed steps: rows - skip */
+    size_t live;     /* steps still in the ring: min(steps, obs_window) */
+    size_t n_kept;   /* survivors */
+    size_t needed;   /* victims chosen by score (0: nothing is scored) */
+    size_t scored;   /* positions that take part in pooling */
+    size_t eligible; /* the first `eligible` positions may be chosen */
+} prefill_plan;
+
+/* The row observed in ring slot s, or SIZE_MAX if no live step wrote it. */
+static size_t row_of_slot(const prefill_plan *pl, size_t obs, size_t s) {
+    if (pl->steps <= obs) return s < pl->steps ? s + pl->skip : SIZE_MAX;
+    /* Every slot is live; slot s holds the last step t with t % obs == s. */
+    const size_t last = pl->steps - 1u;
+    const size_t back = (last % obs + obs - s) % obs;
+    return last - back + pl->skip;
+}
+
+/* How many survive, by the rules of the instance's scope. */
+static void plan_selection(const pb_kvcache *p, uint32_t budget,
+                           prefill_plan *pl) {
+    const size_t len = pl->len;
+    const size_t effective = (size_t)p->cfg.effective;
+    const size_t target = (size_t)budget < effective ? (size_t)budget
+                                                     : effective;
+    pl->needed = 0;
+    pl->n_kept = len;
+    pl->scored = 0;
+    pl->eligible = 0;
+    if (len <= target) return; /* not compressed, in both scopes */
+    if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE) {
+        /* W = rows; keep the window and max(share - W, 0) of the prefix. */
+        const size_t w = pl->rows;
+        const size_t prefix = len - w;
+        size_t keep = target > w ? target - w : 0u;
+        if (keep > prefix) keep = prefix;
+        pl->needed = prefix - keep;
+        pl->scored = prefix;
+        pl->eligible = prefix;
+    } else {
+        /* pb_kvcache_evict(budget) on the fed instance. */
+        const size_t rw = (size_t)p->cfg.params.recent_window;
+        const size_t recent = rw < len ? rw : len;
+        const size_t evictable = len - recent;
+        size_t needed = len - target;
+        if (needed > evictable) needed = evictable;
+        pl->needed = needed;
+        pl->scored = len;
+        pl->eligible = evictable;
+    }
+    if (pl->needed == 0u) pl->scored = pl->eligible = 0u; /* nothing to score */
+    pl->n_kept = len - pl->needed;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scratch                                                                  */
+
+/* The scratch a prompt of len positions needs on this instance: one double
+ * per position for the scores, plus pooling work when the instance's own
+ * (sized for its capacity) is too small for len scores. 0 on overflow. */
+static int scratch_need(const pb_kvcache *p, size_t len, size_t *score_bytes,
+                        size_t *pool_bytes) {
+    if ((uint64_t)len > (uint64_t)UINT32_MAX || len > SIZE_MAX / 32u) return 0;
+    const size_t pool = pb__pool_work_bytes(p->cfg.params.pool_kernel, len);
+    *score_bytes = len * sizeof(double);
+    *pool_bytes = p->work_bytes >= pool ? 0u : pool;
+    return 1;
+}
+
+PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
+                                                   size_t len, size_t *bytes) {
+    if (policy == NULL || bytes == NULL) return PB_ERR_NULL;
+    size_t score_bytes = 0, pool_bytes = 0;
+    if (!scratch_need(policy, len, &score_bytes, &pool_bytes))
+        return PB_ERR_TOO_LARGE;
+    *bytes = score_bytes + pool_bytes;
+    return PB_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One pass over the rows                                                   */
+
+/* Nonzero if a weight is NaN, infinite or negative (-0.0 is allowed), from
+ * its bits so that the loops below stay branch-free and vectorise. */
+static inline uint32_t weight_bad(float w) {
+    uint32_t b;
+    memcpy(&b, &w, sizeof b);
+    return (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
+           (uint32_t)(b != UINT32_C(0x80000000));
+}
+
+static uint32_t check_only(const float *row, size_t from, size_t to) {
+    uint32_t bad = 0u;
+    for (size_t i = from; i < to; ++i) bad |= weight_bad(row[i]);
+    return bad;
+}
+
+/* x[i] = 0.0 + row[i] for i < lim (a fresh sum, exactly as the ring's fold
+ * starts), 0.0 for lim <= i < zero_to; checks row[0 .. len-1]. */
+static uint32_t first_row(double *x, const float *row, size_t lim,
+                          size_t zero_to, size_t len) {
+    uint32_t bad = 0u;
+    for (size_t i = 0; i < lim; ++i) {
+        bad |= weight_bad(row[i]);
+        x[i] = 0.0 + (double)row[i];
+    }
+    for (size_t i = lim; i < zero_to; ++i) x[i] = 0.0;
+    return bad | check_only(row, lim, len);
+}
+
+/* x[i] += row[i] for i < lim; checks row[0 .. len-1]. */
+static uint32_t next_row(double *x, const float *row, size_t lim,
+                         size_t len) {
+    uint32_t bad = 0u;
+    for (size_t i = 0; i < lim; ++i) {
+        bad |= weight_bad(row[i]);
+        x[i] += (double)row[i];
+    }
+    return bad | check_only(row, lim, len);
+}
+
+/* Checks every entry of the block and, if anything is to be scored, leaves
+ * the scores of positions 0 .. pl->scored-1 in x. Returns nonzero on a bad
+ * weight. Reads each row once. */
+static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
+                           const float *attn, double *x) {
+    const size_t len = pl->len, rows = pl->rows;
+    uint32_t bad = 0u;
+    if (pl->needed == 0u) {
+        for (size_t j = 0; j < rows; ++j)
+            bad |= check_only(attn + j * len, 0, len);
+        return bad;
+    }
+    if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE) {
+        /* s[p] over the prefix: the W rows summed in row order. Every row's
+         * position is at or after the prefix, so it sees all of it. */
+        for (size_t j = 0; j < rows; ++j) {
+            const float *row = attn + j * len;
+            bad |= j == 0u ? first_row(x, row, pl->scored, pl->scored, len)
+                           : next_row(x, row, pl->scored, len);
+        }
+        return bad;
+    }
+    /* Consistent: the window score is the fold of the ring column in slot
+     * order, so the live rows are added in slot order, each to the
+     * positions before its own; rows that have left the ring, and position
+     * 0's row, are only checked. */
+    const size_t obs = (size_t)p->obs_window;
+    int started = 0;
+    for (size_t s = 0; s < obs && s < pl->steps; ++s) {
+        const size_t j = row_of_slot(pl, obs, s);
+        const float *row = attn + j * len;
+        const size_t lim = pl->first + j; /* q_j: observes p < q_j */
+        bad |= started ? next_row(x, row, lim, len)
+                       : first_row(x, row, lim, len, len);
+        started = 1;
+    }
+    if (!started) memset(x, 0, len * sizeof *x); /* one row, position 0's */
+    for (size_t j = 0; j < rows - pl->live; ++j)
+        bad |= check_only(attn + j * len, 0, len);
+    return bad;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Selection and the commit                                                 */
+
+/* The victims among positions 0 .. pl->eligible-1 as a cut applied in
+ * ascending position order. Consistent scope: the `needed` lowest pooled
+ * scores, ties to the lower position, which is the engine's cut as it is.
+ * Reference scope: the paper keeps the highest scores with ties to the
+ * lower position, so among the keys equal to the threshold the victims are
+ * the last ones: the first (equal - take_equal) are skipped. */
+typedef struct victim_cut {
+    pb__cut cut;
+    size_t skip_equal;
+} victim_cut;
+
+static void choose_victims(pb_kvcache *p, const prefill_plan *pl,
+                           const double *x, victim_cut *out) {
+    pb__select_lowest(x, pl->eligible, pl->needed, p->hist, &out->cut);
+    out->skip_equal = 0;
+    if (p->cfg.prefill_scope != (uint32_t)PB_PREFILL_REFERENCE ||
+        out->cut.take_equal == 0u)
+        return;
+    size_t equal = 0;
+    for (size_t i = 0; i < pl->eligible; ++i)
+        equal += pb__key_bits(x[i]) == out->cut.below;
+    assert(equal >= out->cut.take_equal);
+    out->skip_equal = equal - out->cut.take_equal;
+}
+
+static int is_victim(victim_cut *vc, double score) {
+    const uint64_t bits = pb__key_bits(score);
+    if (bits == vc->cut.below && vc->skip_equal > 0u) {
+        vc->skip_equal -= 1u;
+        return 0;
+    }
+    return pb__cut_takes(&vc->cut, bits);
+}
+
+/* The survivors' ring records: slot by slot, each survivor's entry from the
+ * row in that slot if the row's position is after it, else 0. */
+static void write_records(pb_kvcache *p, const prefill_plan *pl,
+                          const float *attn) {
+    const size_t obs = (size_t)p->obs_window, n = pl->n_kept;
+    for (size_t s = 0; s < obs; ++s) {
+        float *dst = p->ring + s * p->row_stride;
+        const size_t j = row_of_slot(pl, obs, s);
+        if (j == SIZE_MAX) {
+            memset(dst, 0, n * sizeof *dst);
+            continue;
+        }
+        const float *row = attn + j * pl->len;
+        const uint32_t q = (uint32_t)(pl->first + j);
+        for (size_t c = 0; c < n; ++c) {
+            const uint32_t pos = p->pos[c];
+            dst[c] = pos < q ? row[pos] : 0.0f;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The door                                                                 */
+
+PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
+                                    size_t rows, size_t len, uint32_t budget,
+                                    void *workspace, size_t workspace_bytes,
+                                    uint32_t *kept, size_t kept_cap,
+                                    uint32_t *victims, size_t victims_cap,
+                                    size_t *n_kept) {
+    if (policy == NULL || attn == NULL || n_kept == NULL) return PB_ERR_NULL;
+    pb_kvcache *p = policy;
+    if (len == 0u || rows == 0u || rows > len) return PB_ERR_PARAM;
+    if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE &&
+        rows != (size_t)p->cfg.params.recent_window)
+        return PB_ERR_PARAM;
+    if ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN != 0u)
+        return PB_ERR_PARAM;
+    size_t score_bytes = 0, pool_bytes = 0;
+    if (!scratch_need(p, len, &score_bytes, &pool_bytes) ||
+        rows > SIZE_MAX / len)
+        return PB_ERR_TOO_LARGE;
+    if (!p->fresh) return PB_ERR_NOT_FRESH;
+
+    unsigned char *scratch = workspace;
+    size_t scratch_bytes = workspace_bytes;
+    if (workspace == NULL) {
+        /* The reservation serves prompts up to prefill_max_len, not merely
+         * what its rounded-up size would happen to hold. */
+        if (len > (size_t)p->cfg.prefill_max_len) return PB_ERR_WORKSPACE;
+        scratch = p->prefill_scratch;
+        scratch_bytes = p->prefill_scratch_bytes;
+    }
+    if (scratch == NULL || scratch_bytes < score_bytes + pool_bytes)
+        return PB_ERR_WORKSPACE;
+    double *x = (double *)(void *)scratch;
+    void *pool_work = pool_bytes ? (void *)(scratch + score_bytes) : p->work;
+    const size_t pool_work_bytes = pool_bytes ? pool_bytes : p->work_bytes;
+
+    prefill_plan pl;
+    pl.rows = rows;
+    pl.len = len;
+    pl.first = len - rows;
+    pl.skip = rows == len ? 1u : 0u;
+    pl.steps = rows - pl.skip;
+    pl.live = pl.steps < (size_t)p->obs_window ? pl.steps
+                                                : (size_t)p->obs_window;
+    plan_selection(p, budget, &pl);
+    if (pl.n_kept > p->capacity) return PB_ERR_FULL;
+    if ((kept != NULL && kept_cap < pl.n_kept) ||
+        (victims != NULL && victims_cap < len - pl.n_kept)) {
+        *n_kept = pl.n_kept;
+        return PB_ERR_BUFFER;
+    }
+    if (score_rows(p, &pl, attn, x) != 0u) return PB_ERR_WEIGHT;
+
+    /* Everything is checked: from here on the call cannot fail. */
+    victim_cut vc = {{UINT64_C(0), 0u}, 0u};
+    if (pl.needed > 0u) {
+        if (p->cfg.pool == (uint32_t)PB_POOL_AVG)
+            pb__pool_avg(x, pl.scored, p->half_kernel,
+                         p->cfg.params.pool_kernel, pool_work,
+                         pool_work_bytes);
+        else
+            pb__pool_max(x, pl.scored, p->half_kernel, pool_work,
+                         pool_work_bytes);
+        choose_victims(p, &pl, x, &vc);
+    }
+    size_t c = 0, v = 0;
+    for (size_t i = 0; i < len; ++i) {
+        const uint32_t pos = (uint32_t)i;
+        if (i < pl.eligible && is_victim(&vc, x[i])) {
+            if (victims != NULL) victims[v] = pos;
+            ++v;
+        } else {
+            if (kept != NULL) kept[c] = pos;
+            p->pos[c++] = pos;
+        }
+    }
+    assert(c == pl.n_kept && v == pl.needed);
+    write_records(p, &pl, attn);
+    p->kept = c;
+    p->slot = (uint32_t)(pl.steps % (size_t)p->obs_window);
+    p->fresh = 0;
+    *n_kept = c;
+    return PB_OK;
+}
