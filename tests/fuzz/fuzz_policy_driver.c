@@ -57,6 +57,22 @@ static void fz_fail(int line, const char *what) {
         if (!(cond)) fz_fail(__LINE__, #cond); \
     } while (0)
 
+/* An equality whose two sides are worth printing (statuses, counts). */
+static void fz_fail_eq(int line, const char *what, unsigned long long a,
+                       unsigned long long b) {
+    fprintf(stderr, "FUZZ FINDING: %s:%d: step %zu (%s): %s: %llu != %llu\n",
+            __FILE__, line, fz_step, fz_op, what, a, b);
+    fflush(stderr);
+    abort();
+}
+
+#define FZ_CHECK_EQ(a, b)                                             \
+    do {                                                              \
+        const unsigned long long a_ = (unsigned long long)(a);        \
+        const unsigned long long b_ = (unsigned long long)(b);        \
+        if (a_ != b_) fz_fail_eq(__LINE__, #a " == " #b, a_, b_);     \
+    } while (0)
+
 /* ------------------------------------------------------------------------ */
 /* Reading the input                                                        */
 
@@ -195,7 +211,7 @@ static uint32_t last_pos(const fz_ctx *c) {
 /* Compares everything observable about the instance with the model. */
 static void check_state(fz_ctx *c) {
     const size_t kept = c->ref.kept;
-    FZ_CHECK(pb_kvcache_kept_count(c->pol) == kept);
+    FZ_CHECK_EQ(pb_kvcache_kept_count(c->pol), kept);
     FZ_CHECK(kept <= c->capacity);
     FZ_CHECK(pb_kvcache_capacity(c->pol) == c->capacity);
     FZ_CHECK(pb_kvcache_effective_budget(c->pol) == c->effective);
@@ -234,11 +250,26 @@ static void fill_attn(fz_ctx *c, size_t len) {
     }
 }
 
+/* PB_FUZZ_TRACE=1 in the environment prints every observe and evict, to
+ * turn a finding into a minimal reproducer by hand. */
+static int fz_trace(void) {
+    static int trace = -1;
+    if (trace < 0) trace = getenv("PB_FUZZ_TRACE") != NULL;
+    return trace;
+}
+
 static void observe(fz_ctx *c, uint32_t pos, const float *attn, size_t len) {
+    if (fz_trace()) {
+        fprintf(stderr, "step %zu: %s pos %u len %zu held %zu:", fz_step,
+                fz_op, (unsigned)pos, len, c->ref.kept);
+        for (size_t i = 0; attn != NULL && i < len && i <= c->ref.kept; ++i)
+            fprintf(stderr, " %a", (double)attn[i]);
+        fprintf(stderr, "\n");
+    }
     if (c->surface == FZ_SURFACE_NATIVE) {
         const pb_status se = pb_kvcache_observe(c->pol, pos, attn, len);
         const pb_status sr = ref_observe(&c->ref, pos, attn, len);
-        FZ_CHECK(se == sr);
+        FZ_CHECK_EQ(se, sr);
     } else {
         c->vt->on_decode_step(c->pol, pos, attn, len);
         (void)ref_observe(&c->ref, pos, attn, len);
@@ -404,6 +435,10 @@ static void op_evict(fz_ctx *c) {
         return;
     }
 
+    if (fz_trace())
+        fprintf(stderr, "step %zu: evict budget %u cap %zu%s held %zu\n",
+                fz_step, (unsigned)budget, cap, victims ? "" : " (NULL)",
+                c->ref.kept);
     size_t n_r = 0;
     const pb_status sr = ref_evict(&c->ref, budget, c->vic_r, cap, &n_r);
     size_t n_e;
@@ -411,8 +446,8 @@ static void op_evict(fz_ctx *c) {
         n_e = SIZE_MAX;
         const pb_status se = pb_kvcache_evict(c->pol, budget, victims, cap,
                                               &n_e);
-        FZ_CHECK(se == sr);
-        FZ_CHECK(n_e == n_r);
+        FZ_CHECK_EQ(se, sr);
+        FZ_CHECK_EQ(n_e, n_r);
         if (se == PB_ERR_BUFFER) FZ_CHECK(n_e == needed && cap < needed);
     } else {
         n_e = c->vt->evict(c->pol, budget, victims, cap);

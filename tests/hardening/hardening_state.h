@@ -1,0 +1,36 @@
+/*
+ * hardening_state.h - the full observable state of a policy instance, as a
+ * caller can see it through the public API (held count, held positions, the
+ * window score of every held position, effective share, capacity, memory
+ * bytes), captured into a value that compares bit for bit. The hardening
+ * tests capture it before and after a refused call to prove that the call
+ * changed nothing.
+ */
+#ifndef PB_TESTS_HARDENING_STATE_H
+#define PB_TESTS_HARDENING_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyramidkv/pyramidkv.h"
+
+/* The hardening tests use small instances; capture refuses more. */
+#define HS_MAX_HELD 256
+
+typedef struct hs_state {
+    size_t kept;
+    size_t capacity;
+    size_t memory;
+    uint32_t effective;
+    uint32_t pos[HS_MAX_HELD];
+    double score[HS_MAX_HELD];
+} hs_state;
+
+/* Fills *s from the instance. Returns 0, or -1 if an introspection call
+ * failed or the instance holds more than HS_MAX_HELD positions. */
+int hs_capture(const pb_kvcache *policy, hs_state *s);
+
+/* 1 when a and b are identical (scores compared as bits), else 0. */
+int hs_equal(const hs_state *a, const hs_state *b);
+
+#endif /* PB_TESTS_HARDENING_STATE_H */

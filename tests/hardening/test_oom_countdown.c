@@ -1,0 +1,220 @@
+/*
+ * test_oom_countdown.c - allocation-failure injection. For each
+ * configuration an allocator fails the 1st, 2nd, ... allocation (and, in a
+ * second sweep, every allocation from the k-th on) until create succeeds:
+ * every failure must return PB_ERR_NOMEM (NULL on the compatible surface),
+ * set *out to NULL and leave zero bytes outstanding; the allocator must
+ * receive, on free, exactly the pointer and size it handed out. Then, with
+ * every further allocation failing, a full workload (observe, evict, reset,
+ * every introspection call, both vtables) must never call the allocator.
+ * The sweep prints how many allocations each create makes; those counts
+ * are recorded in docs/robustness.md.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "counting_allocator.h"
+#include "pyramidkv/pyramidkv.h"
+
+/* No create may need this many allocations. */
+#define MAX_SWEEP 64u
+
+typedef struct config {
+    const char *name;
+    int surface; /* 0 native, 1 pyramidkv vtable, 2 snapkv vtable */
+    pb_kvcache_pyramidkv_params params;
+    pb_kvcache_snapkv_params snap;
+    pb_kvcache_options options;
+    int params_null;
+} config;
+
+static const config CONFIGS[] = {
+    {"native, defaults", 0, {512u, 0u, 1u, 4u, 32u, 16u, 7u},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1},
+    {"native, small, pool max", 0, {16u, 3u, 8u, 4u, 4u, 4u, 3u},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0},
+    {"native, pool avg, explicit capacity", 0, {16u, 0u, 1u, 1u, 2u, 1u, 1u},
+     {0u, 0u, 0u, 0u}, {40u, 1u, 0u, 0u}, 0},
+    {"native, prefill scratch reserved", 0, {64u, 0u, 2u, 4u, 8u, 8u, 5u},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 1u, 1000u}, 0},
+    {"vtable pyramidkv, defaults", 1, {512u, 0u, 1u, 4u, 32u, 16u, 7u},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1},
+    {"vtable pyramidkv, layer 5 of 32", 1, {128u, 5u, 32u, 4u, 8u, 8u, 7u},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0},
+    {"vtable snapkv, defaults", 2, {0u, 0u, 0u, 0u, 0u, 0u, 0u},
+     {512u, 32u, 16u, 7u}, {0u, 0u, 0u, 0u}, 1},
+    {"vtable snapkv, small", 2, {0u, 0u, 0u, 0u, 0u, 0u, 0u},
+     {10u, 3u, 2u, 3u}, {0u, 0u, 0u, 0u}, 0},
+};
+#define N_CONFIGS (sizeof CONFIGS / sizeof CONFIGS[0])
+
+/* Creates per the configuration; returns the status (PB_ERR_NOMEM for a
+ * NULL from a vtable, which cannot say why). */
+static pb_status create(const config *c, const pb_allocator *a,
+                        pb_kvcache **out) {
+    if (c->surface == 0)
+        return pb_kvcache_pyramidkv_create(
+            c->params_null ? NULL : &c->params, &c->options, a, out);
+    const pb_kvcache_vtable *vt =
+        c->surface == 1 ? &pb_kvcache_pyramidkv : &pb_kvcache_snapkv;
+    const void *params = c->params_null ? NULL
+                         : c->surface == 1 ? (const void *)&c->params
+                                           : (const void *)&c->snap;
+    *out = vt->create(params, a, NULL);
+    return *out != NULL ? PB_OK : PB_ERR_NOMEM;
+}
+
+static void destroy(const config *c, pb_kvcache *p) {
+    if (c->surface == 0) pb_kvcache_destroy(p);
+    else if (c->surface == 1) pb_kvcache_pyramidkv.destroy(p);
+    else pb_kvcache_snapkv.destroy(p);
+}
+
+/* Sweeps fail_at = 1, 2, ... until create succeeds and returns how many
+ * allocation calls the successful create made. */
+static size_t sweep(const config *c, int persist) {
+    for (size_t k = 1; k <= MAX_SWEEP; ++k) {
+        counting_allocator ca;
+        ca_init(&ca);
+        ca.fail_at = k;
+        ca.fail_persist = persist;
+        const pb_allocator a = ca_allocator(&ca);
+        pb_kvcache *out = (pb_kvcache *)(void *)&ca;
+        const pb_status st = create(c, &a, &out);
+        if (st == PB_OK) {
+            assert_non_null(out);
+            /* The create that succeeds made k - 1 calls that all worked,
+             * exactly as many as an unlimited allocator sees. */
+            assert_int_equal(ca.alloc_failures, 0u);
+            assert_int_equal(ca.alloc_calls, k - 1u);
+            assert_int_equal(pb_kvcache_memory_bytes(out), ca.outstanding);
+            destroy(c, out);
+            assert_int_equal(ca.outstanding, 0u);
+            assert_int_equal(ca.bad_frees, 0u);
+            assert_int_equal(ca.live_blocks, 0u);
+            return k - 1u;
+        }
+        if (st != PB_ERR_NOMEM)
+            fail_msg("%s: fail_at %zu returned %s", c->name, k,
+                     pb_status_str(st));
+        assert_null(out);
+        assert_int_equal(ca.alloc_failures >= 1u, 1);
+        assert_int_equal(ca.outstanding, 0u);
+        assert_int_equal(ca.live_blocks, 0u);
+        assert_int_equal(ca.bad_frees, 0u);
+        assert_int_equal(ca.table_overflows, 0u);
+    }
+    fail_msg("%s: create still failing after %u refused allocations", c->name,
+             MAX_SWEEP);
+    return 0;
+}
+
+static void countdown_every_allocation(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_CONFIGS; ++i) {
+        const size_t once = sweep(&CONFIGS[i], 0);
+        const size_t persist = sweep(&CONFIGS[i], 1);
+        assert_int_equal(once, persist);
+        assert_true(once >= 1u);
+        print_message("oom sweep: %-40s %zu allocation(s) per create, %zu "
+                      "failure point(s) x 2 modes, 0 bytes leaked\n",
+                      CONFIGS[i].name, once, once);
+    }
+}
+
+/* Everything after create, with an allocator that refuses every call: the
+ * workload must succeed and the allocator must see no call at all. */
+static uint32_t rng = 0x2545F491u;
+static uint32_t next_rand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+static void workload(pb_kvcache *p, const pb_kvcache_vtable *vt) {
+    float w[1100];
+    uint32_t out[1100];
+    uint32_t pos = 0;
+    for (int step = 0; step < 3000; ++step) {
+        const size_t held = pb_kvcache_kept_count(p);
+        assert_true(held <= 1024u);
+        for (size_t i = 0; i < held; ++i)
+            w[i] = (float)(next_rand() % 8u) * 0.125f;
+        pos += 1u + next_rand() % 3u;
+        const uint32_t r = next_rand() % 16u;
+        if (held == pb_kvcache_capacity(p) || r == 0u) {
+            size_t n = 0;
+            const uint32_t budget = next_rand() % 2u ? 0u : next_rand() % 64u;
+            if (vt != NULL) {
+                (void)vt->evict(p, budget, out, 1100u);
+            } else {
+                assert_int_equal(pb_kvcache_evict(p, budget, out, 1100u, &n),
+                                 PB_OK);
+                (void)pb_kvcache_evict(p, budget, out, 0u, &n);
+            }
+            continue;
+        }
+        if (r == 1u) {
+            assert_int_equal(pb_kvcache_reset(p), PB_OK);
+            pos = 0;
+            continue;
+        }
+        if (vt != NULL) vt->on_decode_step(p, pos, r == 2u ? NULL : w, held);
+        else
+            assert_int_equal(
+                pb_kvcache_observe(p, pos, r == 2u ? NULL : w, held), PB_OK);
+        /* Introspection and refused calls, every step. */
+        size_t n = 0;
+        double s = 0.0;
+        assert_int_equal(pb_kvcache_kept_positions(p, out, 1100u, &n), PB_OK);
+        if (n > 0u)
+            assert_int_equal(pb_kvcache_window_score(p, out[n - 1u], &s),
+                             PB_OK);
+        (void)pb_kvcache_window_score(p, pos + 1u, &s);
+        (void)pb_kvcache_observe(p, pos, w, 0u);
+        (void)pb_kvcache_effective_budget(p);
+        (void)pb_kvcache_memory_bytes(p);
+        if (vt != NULL) (void)vt->memory_bytes(p);
+    }
+}
+
+static void no_allocation_after_create(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_CONFIGS; ++i) {
+        const config *c = &CONFIGS[i];
+        counting_allocator ca;
+        ca_init(&ca);
+        const pb_allocator a = ca_allocator(&ca);
+        pb_kvcache *p = NULL;
+        assert_int_equal(create(c, &a, &p), PB_OK);
+        const size_t calls = ca.alloc_calls;
+        const size_t bytes = ca.outstanding;
+        ca.fail_at = calls + 1u;
+        ca.fail_persist = 1;
+        const pb_kvcache_vtable *vt =
+            c->surface == 1 ? &pb_kvcache_pyramidkv
+            : c->surface == 2 ? &pb_kvcache_snapkv
+                              : NULL;
+        workload(p, vt);
+        assert_int_equal(ca.alloc_calls, calls);
+        assert_int_equal(ca.free_calls, 0u);
+        assert_int_equal(ca.outstanding, bytes);
+        destroy(c, p);
+        assert_int_equal(ca.outstanding, 0u);
+        assert_int_equal(ca.bad_frees, 0u);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(countdown_every_allocation),
+        cmocka_unit_test(no_allocation_after_create),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
