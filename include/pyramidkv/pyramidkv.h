@@ -330,8 +330,8 @@ PB_API pb_status pb_kvcache_reset(pb_kvcache *policy);
  * num_layers, pyramid_ratio), recent_window + 1). 0 if policy is NULL. */
 PB_API uint32_t pb_kvcache_effective_budget(const pb_kvcache *policy);
 
-/* How many positions are held. 0 if policy is NULL (an instance always
- * holds at least one position). */
+/* How many positions are held. 0 if policy is NULL, and also when an evict
+ * has dropped everything (possible only with recent_window 0). */
 PB_API size_t pb_kvcache_kept_count(const pb_kvcache *policy);
 
 /* How many positions the instance can hold (its options.capacity, resolved).

@@ -1,0 +1,857 @@
+/*
+ * test_policy_rules.c - one cmocka test per rule of the per-layer policy
+ * (issue 2, "The per-layer policy (exact semantics)"), the issue's worked
+ * facts, the error contract of every native function (status, and the
+ * instance unchanged), memory accounting against a counting allocator, and
+ * both policybook vtables.
+ *
+ * Expected values are worked out by hand in the comments; none is taken
+ * from the code under test.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "pyramidkv/pyramidkv.h"
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+
+static pb_kvcache_pyramidkv_params params_of(uint32_t budget, uint32_t layer,
+                                             uint32_t num_layers,
+                                             uint32_t ratio, uint32_t recent,
+                                             uint32_t obs, uint32_t kernel) {
+    pb_kvcache_pyramidkv_params p = {budget, layer,  num_layers, ratio,
+                                     recent, obs,    kernel};
+    return p;
+}
+
+static pb_kvcache *make(const pb_kvcache_pyramidkv_params *p,
+                        const pb_kvcache_options *o) {
+    pb_kvcache *k = NULL;
+    assert_int_equal(pb_kvcache_pyramidkv_create(p, o, NULL, &k), PB_OK);
+    assert_non_null(k);
+    return k;
+}
+
+static void observe_ok(pb_kvcache *k, uint32_t pos, const float *w,
+                       size_t n) {
+    assert_int_equal(pb_kvcache_observe(k, pos, w, n), PB_OK);
+}
+
+static double score_of(const pb_kvcache *k, uint32_t pos) {
+    double s = -1.0;
+    assert_int_equal(pb_kvcache_window_score(k, pos, &s), PB_OK);
+    return s;
+}
+
+/* Evicts and checks the victims against want[0 .. n_want-1]. */
+static void evict_expect(pb_kvcache *k, uint32_t budget, const uint32_t *want,
+                         size_t n_want) {
+    uint32_t got[64];
+    size_t n = 999;
+    assert_int_equal(pb_kvcache_evict(k, budget, got, 64, &n), PB_OK);
+    assert_int_equal(n, n_want);
+    for (size_t i = 0; i < n_want; ++i) assert_int_equal(got[i], want[i]);
+}
+
+static void kept_expect(const pb_kvcache *k, const uint32_t *want,
+                        size_t n_want) {
+    uint32_t got[64];
+    size_t n = 999;
+    assert_int_equal(pb_kvcache_kept_positions(k, got, 64, &n), PB_OK);
+    assert_int_equal(n, n_want);
+    assert_int_equal(pb_kvcache_kept_count(k), n_want);
+    for (size_t i = 0; i < n_want; ++i) assert_int_equal(got[i], want[i]);
+}
+
+/* A snapshot of everything observable, to prove an error changed nothing. */
+typedef struct snapshot {
+    size_t kept;
+    uint32_t pos[64];
+    double score[64];
+} snapshot;
+
+static snapshot snap(const pb_kvcache *k) {
+    snapshot s;
+    memset(&s, 0, sizeof s);
+    size_t n = 0;
+    assert_int_equal(pb_kvcache_kept_positions(k, s.pos, 64, &n), PB_OK);
+    s.kept = n;
+    for (size_t i = 0; i < n; ++i) s.score[i] = score_of(k, s.pos[i]);
+    return s;
+}
+
+static void same_as(const pb_kvcache *k, const snapshot *before) {
+    const snapshot now = snap(k);
+    assert_int_equal(now.kept, before->kept);
+    assert_memory_equal(now.pos, before->pos, sizeof now.pos);
+    assert_memory_equal(now.score, before->score, sizeof now.score);
+}
+
+/* The issue's worked steps: obs_window 8, pool 1, recent 1. */
+static void feed_worked_steps(pb_kvcache *k) {
+    static const float s1[] = {1.0f};
+    static const float s2[] = {.5f, .5f};
+    static const float s3[] = {.25f, .25f, .5f};
+    static const float s4[] = {.125f, .125f, .25f, .5f};
+    static const float s5[] = {.0625f, .0625f, .125f, .25f, .5f};
+    static const float s6[] = {.0625f, .0625f, .0625f, .125f, .25f, .4375f};
+    observe_ok(k, 1, s1, 1);
+    observe_ok(k, 2, s2, 2);
+    observe_ok(k, 3, s3, 3);
+    observe_ok(k, 4, s4, 4);
+    observe_ok(k, 5, s5, 5);
+    observe_ok(k, 6, s6, 6);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The issue's worked facts                                                 */
+
+static void worked_window_scores(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    feed_worked_steps(k);
+    /* Position 0: 1 + .5 + .25 + .125 + .0625 + .0625 = 2;
+     * 1: .5 + .25 + .125 + .0625 + .0625 = 1; 2: .5 + .25 + .125 + .0625 =
+     * .9375; 3: .5 + .25 + .125 = .875; 4: .5 + .25 = .75; 5: .4375; 6: 0. */
+    const double want[] = {2, 1, .9375, .875, .75, .4375, 0};
+    for (uint32_t pos = 0; pos <= 6; ++pos)
+        assert_true(score_of(k, pos) == want[pos]);
+    pb_kvcache_destroy(k);
+}
+
+static void worked_single_layer_drops_5(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    assert_int_equal(pb_kvcache_effective_budget(k), 6);
+    feed_worked_steps(k);
+    const uint32_t v[] = {5};
+    evict_expect(k, 6, v, 1);
+    const uint32_t kept[] = {0, 1, 2, 3, 4, 6};
+    kept_expect(k, kept, 6);
+    pb_kvcache_destroy(k);
+}
+
+static void worked_share_tighter_than_ask(void **state) {
+    (void)state;
+    /* Layer 2 of 3, ratio 2: floor(2*6*(2*2 - 2*1) / (3*2)) = 4. */
+    const pb_kvcache_pyramidkv_params p = params_of(6, 2, 3, 2, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    assert_int_equal(pb_kvcache_effective_budget(k), 4);
+    feed_worked_steps(k);
+    const uint32_t v[] = {3, 4, 5}; /* the three lowest: .875, .75, .4375 */
+    evict_expect(k, 6, v, 3);
+    const uint32_t kept[] = {0, 1, 2, 6};
+    kept_expect(k, kept, 4);
+    pb_kvcache_destroy(k);
+}
+
+static void worked_ask_binds_shallow_layer(void **state) {
+    (void)state;
+    /* Layer 0 of 3, ratio 2: floor(2*6*(2*2) / (3*2)) = 8 > ask 6. */
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 3, 2, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    assert_int_equal(pb_kvcache_effective_budget(k), 8);
+    feed_worked_steps(k);
+    const uint32_t v[] = {5};
+    evict_expect(k, 6, v, 1);
+    assert_int_equal(pb_kvcache_kept_count(k), 6);
+    pb_kvcache_destroy(k);
+}
+
+static void worked_recent_floor(void **state) {
+    (void)state;
+    /* Budget 10, layer 3 of 4, ratio 4: floor(2*10*(4*3 - 3*3) / (5*3)) = 4,
+     * raised to recent + 1 = 5. Positions 3..6 are the protected newest 4,
+     * so the two lowest of 0, 1, 2 (scores 2, 1, .9375) go: [1, 2]. */
+    const pb_kvcache_pyramidkv_params p = params_of(10, 3, 4, 4, 4, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    assert_int_equal(pb_kvcache_effective_budget(k), 5);
+    feed_worked_steps(k);
+    const uint32_t v[] = {1, 2};
+    evict_expect(k, 10, v, 2);
+    const uint32_t kept[] = {0, 3, 4, 5, 6};
+    kept_expect(k, kept, 5);
+    pb_kvcache_destroy(k);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rules                                                                    */
+
+static void window_ageing(void **state) {
+    (void)state;
+    /* obs_window 2: only the last two observed steps count. */
+    const pb_kvcache_pyramidkv_params p = params_of(20, 0, 1, 4, 0, 2, 1);
+    pb_kvcache *k = make(&p, NULL);
+    const float a[] = {4.0f};
+    const float b[] = {2.0f, 8.0f};
+    const float c[] = {1.0f, 16.0f, 32.0f};
+    observe_ok(k, 1, a, 1); /* slot 0 */
+    assert_true(score_of(k, 0) == 4.0);
+    observe_ok(k, 2, b, 2); /* slot 1 */
+    assert_true(score_of(k, 0) == 6.0);
+    assert_true(score_of(k, 1) == 8.0);
+    observe_ok(k, 3, c, 3); /* slot 0 again: the 4 and the 0 age out */
+    assert_true(score_of(k, 0) == 1.0 + 2.0);
+    assert_true(score_of(k, 1) == 16.0 + 8.0);
+    assert_true(score_of(k, 2) == 32.0);
+    assert_true(score_of(k, 3) == 0.0);
+    pb_kvcache_destroy(k);
+}
+
+static void window_score_is_slot_order_double_sum(void **state) {
+    (void)state;
+    /* obs 3; slot order 0, 1, 2 after wrapping. With x = 2^24 as float:
+     * slots hold [1, x, 1] in slot order after the steps below, and the
+     * double sum is exact 2^24 + 2 (floats could not hold it). */
+    const pb_kvcache_pyramidkv_params p = params_of(20, 0, 1, 4, 0, 3, 1);
+    pb_kvcache *k = make(&p, NULL);
+    const float x = 16777216.0f;
+    const float s1[] = {1.0f};
+    const float s2[] = {x, 0.0f};
+    const float s3[] = {1.0f, 0.0f, 0.0f};
+    observe_ok(k, 1, s1, 1);
+    observe_ok(k, 2, s2, 2);
+    observe_ok(k, 3, s3, 3);
+    assert_true(score_of(k, 0) == 16777218.0);
+    pb_kvcache_destroy(k);
+}
+
+static void null_steps_admit_without_ageing(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(20, 0, 1, 4, 0, 2, 1);
+    pb_kvcache *k = make(&p, NULL);
+    const float a[] = {1.0f};
+    observe_ok(k, 1, a, 1);                   /* slot 0 */
+    observe_ok(k, 2, NULL, 12345);            /* length ignored, no slot */
+    observe_ok(k, 5, NULL, 0);
+    const float b[] = {2.0f, 3.0f, 4.0f, 5.0f};
+    observe_ok(k, 6, b, 4);                   /* slot 1: nothing aged */
+    assert_true(score_of(k, 0) == 3.0);
+    assert_true(score_of(k, 1) == 3.0);
+    assert_true(score_of(k, 2) == 4.0);
+    assert_true(score_of(k, 5) == 5.0);
+    assert_true(score_of(k, 6) == 0.0);
+    const uint32_t kept[] = {0, 1, 2, 5, 6};
+    kept_expect(k, kept, 5);
+    pb_kvcache_destroy(k);
+}
+
+/* Scores by position after one step over 6 held positions. */
+static pb_kvcache *six_scored(uint32_t kernel, uint32_t pool,
+                              const float *w6) {
+    const pb_kvcache_pyramidkv_params p = params_of(30, 0, 1, 4, 1, 4, kernel);
+    pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+    o.pool = pool;
+    pb_kvcache *k = make(&p, &o);
+    for (uint32_t pos = 1; pos <= 5; ++pos) observe_ok(k, pos, NULL, 0);
+    observe_ok(k, 6, w6, 6); /* positions 0..5 scored, 6 new (protected) */
+    return k;
+}
+
+static void pooling_changes_the_victim(void **state) {
+    (void)state;
+    /* Scores 5, .1, 5, .2, .3, .4, (6: 0). Kernel 1: position 1 (.1) is the
+     * lowest. Kernel 3: pooled = max of neighbours: 0:5 1:5 2:5 3:5 4:.4
+     * 5:.4 -> positions 4 and 5 tie at .4; the lower, 4, goes. */
+    const float w[] = {5.0f, .1f, 5.0f, .2f, .3f, .4f};
+    pb_kvcache *k1 = six_scored(1, PB_POOL_MAX, w);
+    const uint32_t v1[] = {1};
+    evict_expect(k1, 6, v1, 1);
+    pb_kvcache_destroy(k1);
+    pb_kvcache *k3 = six_scored(3, PB_POOL_MAX, w);
+    const uint32_t v3[] = {4};
+    evict_expect(k3, 6, v3, 1);
+    pb_kvcache_destroy(k3);
+}
+
+static void protected_newest_take_part_in_pooling(void **state) {
+    (void)state;
+    /* Kernel 3, recent 2: positions 5 and 6 are protected. Scores
+     * 0..5 = .9, .9, .9, .2, .1, 9 (6: 0). Pooled: 0..3 = .9 (3 is
+     * max(.9, .2, .1)), and 4 = max(.2, .1, 9) = 9 because the protected 5
+     * is its neighbour. So 0 goes (ties at .9 to the lower position); were
+     * protected positions left out of pooling, 4 (pooled .2) would go. */
+    const pb_kvcache_pyramidkv_params p = params_of(30, 0, 1, 4, 2, 4, 3);
+    pb_kvcache *k = make(&p, NULL);
+    for (uint32_t pos = 1; pos <= 5; ++pos) observe_ok(k, pos, NULL, 0);
+    const float w[] = {.9f, .9f, .9f, .2f, .1f, 9.0f};
+    observe_ok(k, 6, w, 6);
+    const uint32_t v[] = {0};
+    evict_expect(k, 6, v, 1);
+    pb_kvcache_destroy(k);
+}
+
+static void average_pooling_counts_padding(void **state) {
+    (void)state;
+    /* Kernel 3, average: (sum of in-range neighbours) / 3.
+     * Scores 0:.9 1:.3 2:.3 3:.9 4:.9 5:.9 6:0.
+     *  pooled 0 = (.9+.3)/3 = .4      (padding counted)
+     *  pooled 1 = (.9+.3+.3)/3 = .5
+     *  pooled 2 = (.3+.3+.9)/3 = .5
+     *  pooled 3 = (.3+.9+.9)/3 = .7, 4 = .9, 5 = (.9+.9+0)/3 = .6
+     * Lowest: position 0, although its own score is the highest. */
+    const float w[] = {.9f, .3f, .3f, .9f, .9f, .9f};
+    pb_kvcache *k = six_scored(3, PB_POOL_AVG, w);
+    const uint32_t v[] = {0};
+    evict_expect(k, 6, v, 1);
+    pb_kvcache_destroy(k);
+    /* Kernel 1 averages nothing: the plain scores, where 1 and 2 tie at .3
+     * and the lower goes. */
+    pb_kvcache *k1 = six_scored(1, PB_POOL_AVG, w);
+    const uint32_t v1[] = {1};
+    evict_expect(k1, 6, v1, 1);
+    pb_kvcache_destroy(k1);
+}
+
+static void recent_window_outranks_score(void **state) {
+    (void)state;
+    /* recent 3: positions 4, 5, 6 are never chosen although their scores
+     * (0, 0, 0) are the lowest; the budget-4 ask drops 3 of 0..3. */
+    const pb_kvcache_pyramidkv_params p = params_of(20, 0, 1, 4, 3, 4, 1);
+    pb_kvcache *k = make(&p, NULL);
+    for (uint32_t pos = 1; pos <= 3; ++pos) observe_ok(k, pos, NULL, 0);
+    const float w[] = {1.0f, 3.0f, 2.0f, 4.0f};
+    observe_ok(k, 4, w, 4);
+    observe_ok(k, 5, NULL, 0);
+    observe_ok(k, 6, NULL, 0);
+    const uint32_t v[] = {0, 1, 2};
+    evict_expect(k, 4, v, 3);
+    const uint32_t kept[] = {3, 4, 5, 6};
+    kept_expect(k, kept, 4);
+    /* Asking for less than the protected count changes nothing more. */
+    evict_expect(k, 0, (const uint32_t[]){3}, 1);
+    evict_expect(k, 0, NULL, 0);
+    const uint32_t kept2[] = {4, 5, 6};
+    kept_expect(k, kept2, 3);
+    pb_kvcache_destroy(k);
+}
+
+static void ties_evict_the_lower_position(void **state) {
+    (void)state;
+    const float w[] = {.5f, .25f, .5f, .25f, .25f, .5f};
+    pb_kvcache *k = six_scored(1, PB_POOL_MAX, w);
+    /* Ask 4 of 7: 3 go, among the tied .25 at 1, 3, 4. */
+    const uint32_t v[] = {1, 3, 4};
+    evict_expect(k, 4, v, 3);
+    pb_kvcache_destroy(k);
+    pb_kvcache *k2 = six_scored(1, PB_POOL_MAX, w);
+    const uint32_t v2[] = {1, 3};
+    evict_expect(k2, 5, v2, 2);
+    pb_kvcache_destroy(k2);
+}
+
+static void zeros_and_negative_zero_tie(void **state) {
+    (void)state;
+    /* -0.0 is an accepted weight and scores +0, tying with plain 0. */
+    const float w[] = {1.0f, -0.0f, 0.0f, 1.0f, -0.0f, 1.0f};
+    pb_kvcache *k = six_scored(1, PB_POOL_MAX, w);
+    const double s = score_of(k, 1);
+    assert_true(s == 0.0 && !signbit(s));
+    const uint32_t v[] = {1, 2};
+    evict_expect(k, 5, v, 2);
+    pb_kvcache_destroy(k);
+}
+
+static void nothing_to_do_when_within_target(void **state) {
+    (void)state;
+    /* Budget 10 (share 10): 7 held. */
+    const pb_kvcache_pyramidkv_params p = params_of(10, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    feed_worked_steps(k);
+    size_t n = 99;
+    assert_int_equal(pb_kvcache_evict(k, 7, NULL, 0, &n), PB_OK);
+    assert_int_equal(n, 0);
+    n = 99;
+    assert_int_equal(pb_kvcache_evict(k, UINT32_MAX, NULL, 0, &n), PB_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(pb_kvcache_kept_count(k), 7);
+    /* The share binds a large ask: budget 6 holds at most its share. */
+    const pb_kvcache_pyramidkv_params q = params_of(6, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k6 = make(&q, NULL);
+    feed_worked_steps(k6);
+    const uint32_t v[] = {5};
+    evict_expect(k6, UINT32_MAX, v, 1);
+    pb_kvcache_destroy(k6);
+    pb_kvcache_destroy(k);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parameters and capacity                                                  */
+
+static void refused_params(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params good = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    pb_kvcache_pyramidkv_params bad[12];
+    size_t nb = 0;
+    bad[nb] = good, bad[nb++].budget = 0;
+    bad[nb] = good, bad[nb++].budget = UINT32_MAX;
+    bad[nb] = good, bad[nb++].num_layers = 0;
+    bad[nb] = good, bad[nb].num_layers = 4, bad[nb++].layer = 4;
+    bad[nb] = good, bad[nb++].pyramid_ratio = 0;
+    bad[nb] = good, bad[nb++].recent_window = 512; /* == budget */
+    bad[nb] = good, bad[nb++].obs_window = 0;
+    bad[nb] = good, bad[nb++].pool_kernel = 0;
+    bad[nb] = good, bad[nb++].pool_kernel = 8;
+    for (size_t i = 0; i < nb; ++i) {
+        pb_kvcache *k = (pb_kvcache *)&bad[i]; /* must be reset to NULL */
+        assert_int_equal(pb_kvcache_pyramidkv_create(&bad[i], NULL, NULL, &k),
+                         PB_ERR_PARAM);
+        assert_null(k);
+        size_t bytes = 77;
+        assert_int_equal(pb_kvcache_pyramidkv_size(&bad[i], NULL, &bytes),
+                         PB_ERR_PARAM);
+        assert_int_equal(bytes, 77);
+        assert_null(pb_kvcache_pyramidkv.create(&bad[i], NULL, NULL));
+    }
+    /* Options. */
+    pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+    pb_kvcache *k = NULL;
+    o.pool = 2;
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, &o, NULL, &k),
+                     PB_ERR_PARAM);
+    o.pool = 0, o.prefill_scope = 2;
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, &o, NULL, &k),
+                     PB_ERR_PARAM);
+    o.prefill_scope = 1, o.capacity = 33; /* recent 32 needs >= 34 */
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, &o, NULL, &k),
+                     PB_ERR_PARAM);
+    o.capacity = 34;
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, &o, NULL, &k), PB_OK);
+    assert_int_equal(pb_kvcache_capacity(k), 34);
+    pb_kvcache_destroy(k);
+    /* Boundary values that are accepted. */
+    pb_kvcache_pyramidkv_params edge = good;
+    edge.budget = 1, edge.recent_window = 0, edge.obs_window = 1;
+    edge.pool_kernel = 1;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&edge, NULL, NULL, &k),
+                     PB_OK);
+    assert_int_equal(pb_kvcache_effective_budget(k), 1);
+    assert_int_equal(pb_kvcache_capacity(k), 2);
+    pb_kvcache_destroy(k);
+    /* NULL out, and an allocator that lacks a function. */
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, NULL, NULL, NULL),
+                     PB_ERR_NULL);
+    const pb_allocator half = {NULL, NULL, NULL};
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, NULL, &half, &k),
+                     PB_ERR_PARAM);
+    assert_null(k);
+    size_t bytes = 0;
+    assert_int_equal(pb_kvcache_pyramidkv_size(NULL, NULL, NULL), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_pyramidkv_size(NULL, NULL, &bytes), PB_OK);
+    assert_true(bytes > 0);
+}
+
+static void too_large_is_reported(void **state) {
+    (void)state;
+    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    p.obs_window = UINT32_MAX;
+    pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+    o.capacity = UINT32_MAX;
+    size_t bytes = 5;
+    /* 2^32 rows of 2^32 floats: beyond any size_t. */
+    assert_int_equal(pb_kvcache_pyramidkv_size(&p, &o, &bytes),
+                     PB_ERR_TOO_LARGE);
+    assert_int_equal(bytes, 5);
+    pb_kvcache *k = NULL;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &k),
+                     PB_ERR_TOO_LARGE);
+    assert_null(k);
+}
+
+static void default_capacity_and_full(void **state) {
+    (void)state;
+    /* Layer 0 of 3, ratio 2, budget 6: share 8 -> capacity 9. */
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 3, 2, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    assert_int_equal(pb_kvcache_capacity(k), 9);
+    float w[9] = {0};
+    for (uint32_t pos = 1; pos <= 8; ++pos) observe_ok(k, pos, w, pos);
+    assert_int_equal(pb_kvcache_kept_count(k), 9);
+    const snapshot before = snap(k);
+    assert_int_equal(pb_kvcache_observe(k, 9, w, 9), PB_ERR_FULL);
+    assert_int_equal(pb_kvcache_observe(k, 9, NULL, 0), PB_ERR_FULL);
+    same_as(k, &before);
+    /* The vtable step is silently refused the same way. */
+    pb_kvcache_pyramidkv.on_decode_step(k, 9, w, 9);
+    same_as(k, &before);
+    pb_kvcache_destroy(k);
+    /* Layer 2 of 3: share 4 < budget 6 -> capacity 7. */
+    const pb_kvcache_pyramidkv_params q = params_of(6, 2, 3, 2, 1, 8, 1);
+    k = make(&q, NULL);
+    assert_int_equal(pb_kvcache_capacity(k), 7);
+    pb_kvcache_destroy(k);
+}
+
+static void explicit_capacity_batches_evictions(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(4, 0, 1, 4, 1, 4, 1);
+    pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+    o.capacity = 12;
+    pb_kvcache *k = make(&p, &o);
+    assert_int_equal(pb_kvcache_capacity(k), 12);
+    float w[12];
+    for (uint32_t pos = 1; pos <= 11; ++pos) {
+        /* Position j receives weight j+1 in every step: older = higher. */
+        for (uint32_t j = 0; j < pos; ++j) w[j] = (float)(pos - j);
+        observe_ok(k, pos, w, pos);
+    }
+    assert_int_equal(pb_kvcache_observe(k, 12, NULL, 0), PB_ERR_FULL);
+    /* Scores (obs 4: steps at pos 8..11) favour old positions; the newest
+     * 11 is protected, so 8 = 12 - 4 go: positions 3..10. */
+    const uint32_t v[] = {3, 4, 5, 6, 7, 8, 9, 10};
+    evict_expect(k, 4, v, 8);
+    const uint32_t kept[] = {0, 1, 2, 11};
+    kept_expect(k, kept, 4);
+    observe_ok(k, 12, NULL, 0);
+    pb_kvcache_destroy(k);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Error contract                                                           */
+
+static void observe_check_order(void **state) {
+    (void)state;
+    /* Share 2 (recent 1 keeps the newest): capacity 3. */
+    const pb_kvcache_pyramidkv_params p = params_of(2, 0, 1, 4, 1, 4, 1);
+    pb_kvcache *k = make(&p, NULL);
+    const float nan1[] = {NAN};
+    observe_ok(k, 1, (const float[]){.5f}, 1);
+    observe_ok(k, 2, (const float[]){.5f, .5f}, 2);
+    const snapshot before = snap(k);
+    /* Full, wrong length, a NaN and an old position: POSITION first. */
+    assert_int_equal(pb_kvcache_observe(k, 2, nan1, 1), PB_ERR_POSITION);
+    assert_int_equal(pb_kvcache_observe(NULL, 2, nan1, 1), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_observe(k, 3, nan1, 1), PB_ERR_LENGTH);
+    const float bad3[][3] = {{1, NAN, 1}, {1, INFINITY, 1}, {1, -INFINITY, 1},
+                             {-1e-30f, 1, 1}, {-1.0f, 1, 1}};
+    for (size_t i = 0; i < 5; ++i)
+        assert_int_equal(pb_kvcache_observe(k, 3, bad3[i], 3),
+                         PB_ERR_WEIGHT);
+    const float good3[] = {0.0f, -0.0f, 3.4e38f};
+    assert_int_equal(pb_kvcache_observe(k, 3, good3, 3), PB_ERR_FULL);
+    same_as(k, &before);
+    /* Once there is room, the same call succeeds. */
+    size_t n = 0;
+    uint32_t v[4];
+    assert_int_equal(pb_kvcache_evict(k, 2, v, 4, &n), PB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(pb_kvcache_observe(k, UINT32_MAX, (const float[]){1, 1},
+                                        2),
+                     PB_OK);
+    assert_int_equal(pb_kvcache_evict(k, 2, v, 4, &n), PB_OK);
+    /* Nothing can follow UINT32_MAX. */
+    assert_int_equal(pb_kvcache_observe(k, UINT32_MAX, NULL, 0),
+                     PB_ERR_POSITION);
+    pb_kvcache_destroy(k);
+}
+
+static void evict_buffer_and_null(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(6, 2, 3, 2, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    feed_worked_steps(k);
+    const snapshot before = snap(k);
+    uint32_t v[3] = {0};
+    size_t n = 0;
+    assert_int_equal(pb_kvcache_evict(k, 6, v, 2, &n), PB_ERR_BUFFER);
+    assert_int_equal(n, 3);
+    assert_int_equal(pb_kvcache_evict(k, 6, NULL, 0, &n), PB_ERR_BUFFER);
+    assert_int_equal(n, 3);
+    same_as(k, &before);
+    n = 42;
+    assert_int_equal(pb_kvcache_evict(k, 6, NULL, 3, &n), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_evict(k, 6, v, 3, NULL), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_evict(NULL, 6, v, 3, &n), PB_ERR_NULL);
+    assert_int_equal(n, 42);
+    same_as(k, &before);
+    /* The vtable returns 0 and changes nothing when capacity is short. */
+    assert_int_equal(pb_kvcache_pyramidkv.evict(k, 6, v, 2), 0);
+    assert_int_equal(pb_kvcache_pyramidkv.evict(NULL, 6, v, 3), 0);
+    same_as(k, &before);
+    assert_int_equal(pb_kvcache_pyramidkv.evict(k, 6, v, 3), 3);
+    assert_int_equal(v[0], 3);
+    assert_int_equal(v[1], 4);
+    assert_int_equal(v[2], 5);
+    pb_kvcache_destroy(k);
+}
+
+static void reset_returns_to_position_zero(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    feed_worked_steps(k);
+    size_t n = 0;
+    uint32_t v[8];
+    assert_int_equal(pb_kvcache_evict(k, 6, v, 8, &n), PB_OK);
+    const size_t mem = pb_kvcache_memory_bytes(k);
+    assert_int_equal(pb_kvcache_reset(k), PB_OK);
+    assert_int_equal(pb_kvcache_reset(NULL), PB_ERR_NULL);
+    const uint32_t kept[] = {0};
+    kept_expect(k, kept, 1);
+    assert_true(score_of(k, 0) == 0.0);
+    assert_int_equal(pb_kvcache_memory_bytes(k), mem);
+    /* It behaves like a new instance, ring slot included. */
+    feed_worked_steps(k);
+    const double want[] = {2, 1, .9375, .875, .75, .4375, 0};
+    for (uint32_t pos = 0; pos <= 6; ++pos)
+        assert_true(score_of(k, pos) == want[pos]);
+    pb_kvcache_destroy(k);
+}
+
+static void kept_positions_contract(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    observe_ok(k, 10, NULL, 0);
+    observe_ok(k, 20, NULL, 0);
+    uint32_t out[3] = {7, 7, 7};
+    size_t n = 0;
+    assert_int_equal(pb_kvcache_kept_positions(k, out, 2, &n), PB_ERR_BUFFER);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0], 7);
+    assert_int_equal(pb_kvcache_kept_positions(NULL, out, 3, &n), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_kept_positions(k, NULL, 3, &n), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_kept_positions(k, out, 3, NULL), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_kept_positions(k, out, 3, &n), PB_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 10);
+    assert_int_equal(out[2], 20);
+    pb_kvcache_destroy(k);
+}
+
+static void window_score_not_held(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
+    pb_kvcache *k = make(&p, NULL);
+    feed_worked_steps(k);
+    size_t n = 0;
+    uint32_t v[8];
+    assert_int_equal(pb_kvcache_evict(k, 6, v, 8, &n), PB_OK); /* drops 5 */
+    double s = 123.0;
+    assert_int_equal(pb_kvcache_window_score(k, 5, &s), PB_ERR_NOT_HELD);
+    assert_int_equal(pb_kvcache_window_score(k, 7, &s), PB_ERR_NOT_HELD);
+    assert_int_equal(pb_kvcache_window_score(k, UINT32_MAX, &s),
+                     PB_ERR_NOT_HELD);
+    assert_true(s == 123.0);
+    assert_int_equal(pb_kvcache_window_score(NULL, 0, &s), PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_window_score(k, 0, NULL), PB_ERR_NULL);
+    assert_true(score_of(k, 6) == 0.0);
+    assert_true(score_of(k, 4) == .75);
+    pb_kvcache_destroy(k);
+}
+
+static void null_policy_queries(void **state) {
+    (void)state;
+    assert_int_equal(pb_kvcache_effective_budget(NULL), 0);
+    assert_int_equal(pb_kvcache_kept_count(NULL), 0);
+    assert_int_equal(pb_kvcache_capacity(NULL), 0);
+    assert_int_equal(pb_kvcache_memory_bytes(NULL), 0);
+    pb_kvcache_destroy(NULL);
+    pb_kvcache_pyramidkv.destroy(NULL);
+    assert_int_equal(pb_kvcache_pyramidkv.memory_bytes(NULL), 0);
+    pb_kvcache_pyramidkv.on_decode_step(NULL, 1, NULL, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                   */
+
+typedef struct counting {
+    size_t live_bytes, total_bytes, calls, frees;
+    size_t fail_at; /* fail the n-th call (1-based); 0: never */
+} counting;
+
+static void *count_alloc(void *ctx, size_t n) {
+    counting *c = ctx;
+    c->calls += 1;
+    if (c->fail_at != 0 && c->calls == c->fail_at) return NULL;
+    c->live_bytes += n;
+    c->total_bytes += n;
+    return malloc(n);
+}
+
+static void count_free(void *ctx, void *p, size_t n) {
+    counting *c = ctx;
+    c->frees += 1;
+    c->live_bytes -= n;
+    free(p);
+}
+
+static void memory_bytes_equals_allocation(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params cases[] = {
+        PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT,
+        {2048, 3, 32, 4, 64, 16, 7},
+        {6, 0, 1, 4, 1, 8, 1},
+        {100, 0, 1, 1, 10, 64, 101},
+        {1, 0, 1, 1, 0, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        for (uint32_t cap = 0; cap <= 2000; cap += 1000) {
+            pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+            o.capacity = cap ? cap + cases[i].recent_window + 2 : 0;
+            o.prefill_max_len = cap;
+            counting c = {0};
+            const pb_allocator a = {count_alloc, count_free, &c};
+            pb_kvcache *k = NULL;
+            assert_int_equal(pb_kvcache_pyramidkv_create(&cases[i], &o, &a, &k),
+                             PB_OK);
+            size_t want = 0;
+            assert_int_equal(pb_kvcache_pyramidkv_size(&cases[i], &o, &want),
+                             PB_OK);
+            assert_int_equal(c.calls, 1);
+            assert_int_equal(c.total_bytes, want);
+            assert_int_equal(pb_kvcache_memory_bytes(k), want);
+            assert_int_equal(pb_kvcache_pyramidkv.memory_bytes(k), want);
+            /* Nothing allocates after create. */
+            float w[64] = {0};
+            for (uint32_t pos = 1; pos < 40; ++pos) {
+                const size_t held = pb_kvcache_kept_count(k);
+                (void)pb_kvcache_observe(k, pos, held <= 64 ? w : NULL, held);
+                size_t n = 0;
+                uint32_t v[64];
+                (void)pb_kvcache_evict(k, 3, v, 64, &n);
+            }
+            (void)pb_kvcache_reset(k);
+            assert_int_equal(c.calls, 1);
+            pb_kvcache_destroy(k);
+            assert_int_equal(c.live_bytes, 0);
+            assert_int_equal(c.frees, 1);
+        }
+    }
+}
+
+static void allocation_failure(void **state) {
+    (void)state;
+    counting c = {0};
+    c.fail_at = 1;
+    const pb_allocator a = {count_alloc, count_free, &c};
+    pb_kvcache *k = (pb_kvcache *)&c;
+    assert_int_equal(pb_kvcache_pyramidkv_create(NULL, NULL, &a, &k),
+                     PB_ERR_NOMEM);
+    assert_null(k);
+    assert_int_equal(c.live_bytes, 0);
+    c.calls = 0;
+    assert_null(pb_kvcache_pyramidkv.create(NULL, &a, NULL));
+    c.calls = 0;
+    assert_null(pb_kvcache_snapkv.create(NULL, &a, NULL));
+    assert_int_equal(c.live_bytes, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The policybook vtables                                                   */
+
+static void pyramidkv_vtable(void **state) {
+    (void)state;
+    /* NULL params are the defaults; the rng is never read (a bogus pointer
+     * is passed on purpose). */
+    pb_rng *bogus = (pb_rng *)(uintptr_t)0x1;
+    pb_kvcache *d = pb_kvcache_pyramidkv.create(NULL, NULL, bogus);
+    assert_non_null(d);
+    assert_int_equal(pb_kvcache_effective_budget(d), 512);
+    assert_int_equal(pb_kvcache_capacity(d), 513);
+    size_t want = 0;
+    assert_int_equal(pb_kvcache_pyramidkv_size(NULL, NULL, &want), PB_OK);
+    assert_int_equal(pb_kvcache_pyramidkv.memory_bytes(d), want);
+    pb_kvcache_pyramidkv.destroy(d);
+
+    const pb_kvcache_pyramidkv_params p = params_of(6, 2, 3, 2, 1, 8, 1);
+    pb_kvcache *k = pb_kvcache_pyramidkv.create(&p, NULL, NULL);
+    assert_non_null(k);
+    const float s1[] = {1.0f};
+    pb_kvcache_pyramidkv.on_decode_step(k, 1, s1, 1);
+    pb_kvcache_pyramidkv.on_decode_step(k, 1, s1, 1); /* refused: pos */
+    pb_kvcache_pyramidkv.on_decode_step(k, 2, s1, 1); /* refused: length */
+    assert_int_equal(pb_kvcache_kept_count(k), 2);
+    pb_kvcache_destroy(k);
+
+    k = pb_kvcache_pyramidkv.create(&p, NULL, NULL);
+    static const float w[6][6] = {{1},
+                                  {.5f, .5f},
+                                  {.25f, .25f, .5f},
+                                  {.125f, .125f, .25f, .5f},
+                                  {.0625f, .0625f, .125f, .25f, .5f},
+                                  {.0625f, .0625f, .0625f, .125f, .25f, .4375f}};
+    for (uint32_t s = 0; s < 6; ++s)
+        pb_kvcache_pyramidkv.on_decode_step(k, s + 1, w[s], s + 1);
+    uint32_t v[8];
+    assert_int_equal(pb_kvcache_pyramidkv.evict(k, 6, v, 8), 3);
+    assert_int_equal(v[0], 3);
+    assert_int_equal(v[1], 4);
+    assert_int_equal(v[2], 5);
+    pb_kvcache_pyramidkv.destroy(k);
+}
+
+static void snapkv_vtable(void **state) {
+    (void)state;
+    pb_kvcache *d = pb_kvcache_snapkv.create(NULL, NULL, NULL);
+    assert_non_null(d);
+    assert_int_equal(pb_kvcache_effective_budget(d), 512);
+    assert_int_equal(pb_kvcache_capacity(d), 513);
+    pb_kvcache_snapkv.destroy(d);
+
+    /* SnapKV is PyramidKV with one layer: the share is the budget. */
+    const pb_kvcache_snapkv_params s = {6, 1, 8, 1};
+    pb_kvcache *k = pb_kvcache_snapkv.create(&s, NULL, (pb_rng *)&s);
+    assert_non_null(k);
+    assert_int_equal(pb_kvcache_effective_budget(k), 6);
+    feed_worked_steps(k);
+    uint32_t v[8];
+    assert_int_equal(pb_kvcache_snapkv.evict(k, 6, v, 8), 1);
+    assert_int_equal(v[0], 5);
+    size_t want = 0;
+    const pb_kvcache_pyramidkv_params same = params_of(6, 0, 1, 4, 1, 8, 1);
+    assert_int_equal(pb_kvcache_pyramidkv_size(&same, NULL, &want), PB_OK);
+    assert_int_equal(pb_kvcache_snapkv.memory_bytes(k), want);
+    pb_kvcache_snapkv.destroy(k);
+
+    /* Refused SnapKV params: recent >= budget, even kernel, obs 0. */
+    const pb_kvcache_snapkv_params bad[] = {
+        {6, 6, 8, 1}, {6, 1, 8, 2}, {6, 1, 0, 1}, {0, 0, 8, 1}};
+    for (size_t i = 0; i < 4; ++i)
+        assert_null(pb_kvcache_snapkv.create(&bad[i], NULL, NULL));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(worked_window_scores),
+        cmocka_unit_test(worked_single_layer_drops_5),
+        cmocka_unit_test(worked_share_tighter_than_ask),
+        cmocka_unit_test(worked_ask_binds_shallow_layer),
+        cmocka_unit_test(worked_recent_floor),
+        cmocka_unit_test(window_ageing),
+        cmocka_unit_test(window_score_is_slot_order_double_sum),
+        cmocka_unit_test(null_steps_admit_without_ageing),
+        cmocka_unit_test(pooling_changes_the_victim),
+        cmocka_unit_test(protected_newest_take_part_in_pooling),
+        cmocka_unit_test(average_pooling_counts_padding),
+        cmocka_unit_test(recent_window_outranks_score),
+        cmocka_unit_test(ties_evict_the_lower_position),
+        cmocka_unit_test(zeros_and_negative_zero_tie),
+        cmocka_unit_test(nothing_to_do_when_within_target),
+        cmocka_unit_test(refused_params),
+        cmocka_unit_test(too_large_is_reported),
+        cmocka_unit_test(default_capacity_and_full),
+        cmocka_unit_test(explicit_capacity_batches_evictions),
+        cmocka_unit_test(observe_check_order),
+        cmocka_unit_test(evict_buffer_and_null),
+        cmocka_unit_test(reset_returns_to_position_zero),
+        cmocka_unit_test(kept_positions_contract),
+        cmocka_unit_test(window_score_not_held),
+        cmocka_unit_test(null_policy_queries),
+        cmocka_unit_test(memory_bytes_equals_allocation),
+        cmocka_unit_test(allocation_failure),
+        cmocka_unit_test(pyramidkv_vtable),
+        cmocka_unit_test(snapkv_vtable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
