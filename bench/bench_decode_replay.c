@@ -103,7 +103,7 @@ static int plan_build(replay_plan *pl, uint32_t steps, uint32_t budget) {
         }
         hash = pb_wl_fnv1a_floats(hash, full, t);
         float *row = pl->attn + off;
-        for (size_t i = 0; i < n; ++i) row[i] = (float)full[ref.pos[i]];
+        for (size_t i = 0; i < n; ++i) row[i] = full[ref.pos[i]];
         pl->attn_off[t - 1] = off;
         pl->attn_len[t - 1] = (uint32_t)n;
         off += n;
