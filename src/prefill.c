@@ -110,7 +110,7 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
 /* One pass over the rows                                                   */
 
 /* Nonzero if a weight is NaN, infinite or negative (-0.0 is allowed), from
- * its bits so that the loops below stay branch-free and vectorise. */
+ * its bits so that the loop stays branch-free and vectorises. */
 static inline uint32_t weight_bad(float w) {
     uint32_t b;
     memcpy(&b, &w, sizeof b);
@@ -124,33 +124,82 @@ static uint32_t check_only(const float *row, size_t from, size_t to) {
     return bad;
 }
 
-/* x[i] = 0.0 + row[i] for i < lim (a fresh sum, exactly as the ring's fold
- * starts), 0.0 for lim <= i < zero_to; checks row[0 .. len-1]. */
-static uint32_t first_row(double *x, const float *row, size_t lim,
-                          size_t zero_to, size_t len) {
-    uint32_t bad = 0u;
-    for (size_t i = 0; i < lim; ++i) {
-        bad |= weight_bad(row[i]);
-        x[i] = 0.0 + (double)row[i];
-    }
-    for (size_t i = lim; i < zero_to; ++i) x[i] = 0.0;
-    return bad | check_only(row, lim, len);
+static inline uint32_t bits_of(float w) {
+    uint32_t b;
+    memcpy(&b, &w, sizeof b);
+    return b;
 }
 
-/* x[i] += row[i] for i < lim; checks row[0 .. len-1]. */
-static uint32_t next_row(double *x, const float *row, size_t lim,
-                         size_t len) {
-    uint32_t bad = 0u;
-    for (size_t i = 0; i < lim; ++i) {
-        bad |= weight_bad(row[i]);
-        x[i] += (double)row[i];
+/* The weights that are summed are checked in two cheap halves instead of
+ * one exact test per weight: the OR of their bits has the sign bit set if
+ * any is negative (or -0.0), and a NaN or infinity makes its sum NaN or
+ * infinite (a sum of at most UINT32_MAX finite floats cannot overflow a
+ * double). Only if either shows up is every weight tested exactly.
+ *
+ * The adders fold up to four rows into each score per pass, in row order,
+ * so x[i] = (((x[i] + a[i]) + b[i]) + c[i]) + d[i] rounds exactly like four
+ * separate passes while the scores travel through the cache a quarter as
+ * often. */
+static uint32_t add1(double *restrict x, const float *restrict a, size_t from,
+                     size_t to) {
+    uint32_t sign = 0u;
+    for (size_t i = from; i < to; ++i) {
+        sign |= bits_of(a[i]);
+        x[i] += (double)a[i];
     }
-    return bad | check_only(row, lim, len);
+    return sign;
+}
+
+static uint32_t add4(double *restrict x, const float *restrict a,
+                     const float *restrict b, const float *restrict c,
+                     const float *restrict d, size_t from, size_t to) {
+    uint32_t sign = 0u;
+    for (size_t i = from; i < to; ++i) {
+        sign |= bits_of(a[i]) | bits_of(b[i]) | bits_of(c[i]) | bits_of(d[i]);
+        x[i] = (((x[i] + (double)a[i]) + (double)b[i]) + (double)c[i]) +
+               (double)d[i];
+    }
+    return sign;
+}
+
+/* 1 if some x[i], i < n, is NaN or infinite. */
+static int any_not_finite(const double *x, size_t n) {
+    int ok = 1;
+    for (size_t i = 0; i < n; ++i) ok &= x[i] <= 1.7976931348623157e308;
+    return !ok;
+}
+
+/* Adds rows[0 .. g-1] (g <= 4), in that order, to the scores of the
+ * positions before each row's own limit lim[k]; returns the OR of the bits
+ * of every weight added. Where all g rows apply they are folded together;
+ * the few positions between the smallest and the largest limit (consistent
+ * scope only) are added row by row, which keeps the per-position order. */
+static uint32_t add_group(double *x, const float *const *rows,
+                          const size_t *lim, size_t g) {
+    size_t common = lim[0];
+    for (size_t k = 1; k < g; ++k) common = lim[k] < common ? lim[k] : common;
+    uint32_t sign = 0u;
+    if (g < 4u) {
+        for (size_t k = 0; k < g; ++k) sign |= add1(x, rows[k], 0, lim[k]);
+        return sign;
+    }
+    sign |= add4(x, rows[0], rows[1], rows[2], rows[3], 0, common);
+    for (size_t k = 0; k < g; ++k)
+        if (lim[k] > common) sign |= add1(x, rows[k], common, lim[k]);
+    return sign;
 }
 
 /* Checks every entry of the block and, if anything is to be scored, leaves
  * the scores of positions 0 .. pl->scored-1 in x. Returns nonzero on a bad
- * weight. Reads each row once. */
+ * weight. Reads each entry once (twice only when a sign bit or a
+ * non-finite sum calls for the exact check).
+ *
+ * A score is 0.0 plus its terms in a fixed order, exactly as the engine
+ * folds a ring column: reference scope, the W rows in row order over the
+ * prefix (every row's position is at or after the prefix, so it sees all of
+ * it); consistent scope, the live rows in ring-slot order, each over the
+ * positions before its own. Rows that have left the ring, position 0's
+ * row and the unused parts of rows are checked exactly, not summed. */
 static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
                            const float *attn, double *x) {
     const size_t len = pl->len, rows = pl->rows;
@@ -160,33 +209,36 @@ static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
             bad |= check_only(attn + j * len, 0, len);
         return bad;
     }
-    if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE) {
-        /* s[p] over the prefix: the W rows summed in row order. Every row's
-         * position is at or after the prefix, so it sees all of it. */
-        for (size_t j = 0; j < rows; ++j) {
-            const float *row = attn + j * len;
-            bad |= j == 0u ? first_row(x, row, pl->scored, pl->scored, len)
-                           : next_row(x, row, pl->scored, len);
-        }
-        return bad;
-    }
-    /* Consistent: the window score is the fold of the ring column in slot
-     * order, so the live rows are added in slot order, each to the
-     * positions before its own; rows that have left the ring, and position
-     * 0's row, are only checked. */
+    const int reference =
+        p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE;
     const size_t obs = (size_t)p->obs_window;
-    int started = 0;
-    for (size_t s = 0; s < obs && s < pl->steps; ++s) {
-        const size_t j = row_of_slot(pl, obs, s);
-        const float *row = attn + j * len;
-        const size_t lim = pl->first + j; /* q_j: observes p < q_j */
-        bad |= started ? next_row(x, row, lim, len)
-                       : first_row(x, row, lim, len, len);
-        started = 1;
+    const size_t n_live = reference ? rows : pl->live;
+    for (size_t i = 0; i < pl->scored; ++i) x[i] = 0.0;
+    uint32_t sign = 0u;
+    for (size_t k0 = 0; k0 < n_live; k0 += 4u) {
+        const size_t g = n_live - k0 < 4u ? n_live - k0 : 4u;
+        const float *grp[4];
+        size_t lim[4];
+        for (size_t k = 0; k < g; ++k) {
+            /* Reference: row k; consistent: the row in ring slot k. */
+            const size_t j = reference ? k0 + k : row_of_slot(pl, obs, k0 + k);
+            grp[k] = attn + j * len;
+            lim[k] = reference ? pl->scored : pl->first + j;
+            bad |= check_only(grp[k], lim[k], len);
+        }
+        sign |= add_group(x, grp, lim, g);
     }
-    if (!started) memset(x, 0, len * sizeof *x); /* one row, position 0's */
-    for (size_t j = 0; j < rows - pl->live; ++j)
+    for (size_t j = 0; j < rows - n_live; ++j)
         bad |= check_only(attn + j * len, 0, len);
+    if ((sign >> 31) != 0u || any_not_finite(x, pl->scored)) {
+        /* A sign bit (maybe only -0.0, which is valid) or a NaN or
+         * infinity somewhere: test the summed weights exactly. */
+        for (size_t k = 0; k < n_live; ++k) {
+            const size_t j = reference ? k : row_of_slot(pl, obs, k);
+            const size_t lim = reference ? pl->scored : pl->first + j;
+            bad |= check_only(attn + j * len, 0, lim);
+        }
+    }
     return bad;
 }
 
@@ -194,11 +246,12 @@ static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
 /* Selection and the commit                                                 */
 
 /* The victims among positions 0 .. pl->eligible-1 as a cut applied in
- * ascending position order. Consistent scope: the `needed` lowest pooled
- * scores, ties to the lower position, which is the engine's cut as it is.
- * Reference scope: the paper keeps the highest scores with ties to the
- * lower position, so among the keys equal to the threshold the victims are
- * the last ones: the first (equal - take_equal) are skipped. */
+ * ascending position order (pb__cut's rule, with one addition). Consistent
+ * scope: the `needed` lowest pooled scores, ties to the lower position,
+ * which is the engine's cut as it is. Reference scope: the paper keeps the
+ * highest scores with ties to the lower position, so among the keys equal
+ * to the threshold the victims are the last ones: the first
+ * (equal - take_equal) are skipped. */
 typedef struct victim_cut {
     pb__cut cut;
     size_t skip_equal;
@@ -212,19 +265,13 @@ static void choose_victims(pb_kvcache *p, const prefill_plan *pl,
         out->cut.take_equal == 0u)
         return;
     size_t equal = 0;
-    for (size_t i = 0; i < pl->eligible; ++i)
-        equal += pb__key_bits(x[i]) == out->cut.below;
+    for (size_t i = 0; i < pl->eligible; ++i) {
+        uint64_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        equal += bits == out->cut.below;
+    }
     assert(equal >= out->cut.take_equal);
     out->skip_equal = equal - out->cut.take_equal;
-}
-
-static int is_victim(victim_cut *vc, double score) {
-    const uint64_t bits = pb__key_bits(score);
-    if (bits == vc->cut.below && vc->skip_equal > 0u) {
-        vc->skip_equal -= 1u;
-        return 0;
-    }
-    return pb__cut_takes(&vc->cut, bits);
 }
 
 /* The survivors' ring records: slot by slot, each survivor's entry from the
@@ -315,16 +362,33 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
                          pool_work_bytes);
         choose_victims(p, &pl, x, &vc);
     }
+    /* The cut applied in ascending position order; past the eligible
+     * positions everything is kept. */
     size_t c = 0, v = 0;
-    for (size_t i = 0; i < len; ++i) {
-        const uint32_t pos = (uint32_t)i;
-        if (i < pl.eligible && is_victim(&vc, x[i])) {
-            if (victims != NULL) victims[v] = pos;
+    size_t take = vc.cut.take_equal, skip = vc.skip_equal;
+    for (size_t i = 0; i < pl.eligible; ++i) {
+        uint64_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        int victim = bits < vc.cut.below;
+        if (bits == vc.cut.below) {
+            if (skip > 0u) {
+                --skip;
+            } else if (take > 0u) {
+                --take;
+                victim = 1;
+            }
+        }
+        if (victim) {
+            if (victims != NULL) victims[v] = (uint32_t)i;
             ++v;
         } else {
-            if (kept != NULL) kept[c] = pos;
-            p->pos[c++] = pos;
+            if (kept != NULL) kept[c] = (uint32_t)i;
+            p->pos[c++] = (uint32_t)i;
         }
+    }
+    for (size_t i = pl.eligible; i < len; ++i) {
+        if (kept != NULL) kept[c] = (uint32_t)i;
+        p->pos[c++] = (uint32_t)i;
     }
     assert(c == pl.n_kept && v == pl.needed);
     write_records(p, &pl, attn);
