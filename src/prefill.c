@@ -316,7 +316,10 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     if (!scratch_need(p, len, &score_bytes, &pool_bytes) ||
         rows > SIZE_MAX / len)
         return PB_ERR_TOO_LARGE;
-    if (!p->fresh) return PB_ERR_NOT_FRESH;
+    /* Fresh: nothing observed since create or reset, and position 0 still
+     * held (an evict with recent_window 0 may have dropped it). */
+    if (!p->fresh || p->kept != 1u || p->pos[0] != 0u)
+        return PB_ERR_NOT_FRESH;
 
     unsigned char *scratch = workspace;
     size_t scratch_bytes = workspace_bytes;

@@ -204,6 +204,19 @@ static void not_fresh(void **state) {
     assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
                                         f->ws_bytes, NULL, 0, NULL, 0, &nv),
                      PB_OK);
+    /* Position 0 evicted without any step (recent_window 0, ask 0): the
+     * instance holds nothing, which no decode feed starts from. */
+    assert_int_equal(pb_kvcache_reset(q), PB_OK);
+    assert_int_equal(pb_kvcache_evict(q, 0, v, 2, &nv), PB_OK);
+    assert_int_equal(nv, 1);
+    assert_int_equal(pb_kvcache_kept_count(q), 0);
+    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
+                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+                     PB_ERR_NOT_FRESH);
+    assert_int_equal(pb_kvcache_reset(q), PB_OK);
+    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
+                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+                     PB_OK);
     /* And a prefilled instance is no longer fresh. */
     assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
                                         f->ws_bytes, NULL, 0, NULL, 0, &nv),
