@@ -408,15 +408,16 @@ static void print_table(const bench_opts *o, const trace_run *runs,
         }
     }
     if (floors) {
-        printf("\n* some layers' shares are below recent+1 = %u; those layers "
-               "keep %u, so they hold more than their share:\n",
+        printf("\n* some layers' shares are below recent+1 = %u; a policy "
+               "keeps at least %u there (its effective share):\n",
                o->recent + 1u, o->recent + 1u);
         for (size_t t = 0; t < n_runs; ++t)
             for (size_t i = 0; i < runs[t].n; ++i) {
                 const pb_wl_result *r = &runs[t].results[i];
                 if (r->floors_binding == 0u) continue;
-                printf("  %s budget %u ratio %u: %u layer%s at the floor, "
-                       "sum of shares %llu, held at most %llu (limit %llu)\n",
+                printf("  %s budget %u ratio %u: %u layer%s at the floor; "
+                       "sum of shares %llu, of effective shares %llu "
+                       "(layers x budget = %llu)\n",
                        pb_wl_profile_name(runs[t].profile), r->config.budget,
                        r->config.ratio, r->floors_binding,
                        r->floors_binding == 1u ? "" : "s",
