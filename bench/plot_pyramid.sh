@@ -9,10 +9,10 @@
 # usage: bench/plot_pyramid.sh [path/to/pyramidkv] [output.png]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-cli="${1:-$here/../build/release/pyramidkv}"
+cli="${1:-$here/../build/bench/pyramidkv}"
 out="${2:-$here/pyramid_funnel.png}"
 command -v gnuplot >/dev/null || { echo "plot_pyramid.sh: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 1; }
-[ -x "$cli" ] || { echo "plot_pyramid.sh: no pyramidkv at $cli (build the release preset or pass its path)" >&2; exit 1; }
+[ -x "$cli" ] || { echo "plot_pyramid.sh: no pyramidkv at $cli (build the bench preset or pass its path)" >&2; exit 1; }
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
