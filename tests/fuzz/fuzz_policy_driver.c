@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "counting_allocator.h"
+#include "prefill_reference.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 
@@ -36,6 +37,7 @@
 #define FZ_MAX_STEPS 1024u
 #define FZ_MAX_WORK ((uint64_t)1 << 22)
 #define FZ_SENTINEL 0xA5A5A5A5u
+#define FZ_PREFILL_MAX_LEN 48u
 
 /* ------------------------------------------------------------------------ */
 /* Failure reporting                                                        */
@@ -188,6 +190,8 @@ typedef struct fz_ctx {
     fz_surface surface;
     const pb_kvcache_vtable *vt; /* the compatible surface's vtable */
     pb_kvcache *pol;
+    pb_kvcache_options options; /* as resolved at create */
+    int fresh; /* no observe, evict or prefill since create or reset */
     ref_policy ref;
     counting_allocator ca;
     int counted;            /* pol was allocated through ca */
@@ -196,6 +200,7 @@ typedef struct fz_ctx {
     size_t capacity;
     uint32_t effective;
     size_t buf_len; /* entries in each buffer below; > any held count + 1 */
+    size_t alloc_len; /* their real length: also >= any prefill prompt */
     uint32_t *pos_e, *pos_before, *vic_e, *vic_r;
     float *attn;
     uint64_t work;
@@ -266,13 +271,14 @@ static void observe(fz_ctx *c, uint32_t pos, const float *attn, size_t len) {
             fprintf(stderr, " %a", (double)attn[i]);
         fprintf(stderr, "\n");
     }
-    if (c->surface == FZ_SURFACE_NATIVE) {
+    if (c->surface != FZ_SURFACE_COMPAT) {
         const pb_status se = pb_kvcache_observe(c->pol, pos, attn, len);
         const pb_status sr = ref_observe(&c->ref, pos, attn, len);
         FZ_CHECK_EQ(se, sr);
+        if (sr == PB_OK) c->fresh = 0;
     } else {
         c->vt->on_decode_step(c->pol, pos, attn, len);
-        (void)ref_observe(&c->ref, pos, attn, len);
+        if (ref_observe(&c->ref, pos, attn, len) == PB_OK) c->fresh = 0;
     }
 }
 
@@ -442,7 +448,8 @@ static void op_evict(fz_ctx *c) {
     size_t n_r = 0;
     const pb_status sr = ref_evict(&c->ref, budget, c->vic_r, cap, &n_r);
     size_t n_e;
-    if (c->surface == FZ_SURFACE_NATIVE) {
+    if (n_r > 0u) c->fresh = 0;
+    if (c->surface != FZ_SURFACE_COMPAT) {
         n_e = SIZE_MAX;
         const pb_status se = pb_kvcache_evict(c->pol, budget, victims, cap,
                                               &n_e);
@@ -465,6 +472,7 @@ static void op_reset(fz_ctx *c) {
     fz_op = "reset";
     FZ_CHECK(pb_kvcache_reset(c->pol) == PB_OK);
     ref_reset(&c->ref);
+    c->fresh = 1;
 }
 
 /* Every NULL-instance call of the public API, on either surface. */
@@ -591,6 +599,231 @@ static void op_query(fz_ctx *c) {
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Prefill (FZ_SURFACE_PREFILL)                                             */
+
+/* How many positions a successful prefill keeps, from the documented rules
+ * alone: the count does not depend on the weights, so it also decides
+ * PB_ERR_FULL and PB_ERR_BUFFER, which are checked before the weights. */
+static size_t prefill_survivors(const fz_ctx *c, size_t rows, size_t len,
+                                uint32_t budget) {
+    const size_t target = budget < c->effective ? budget : c->effective;
+    if (len <= target) return len;
+    if (c->options.prefill_scope == PB_PREFILL_REFERENCE) {
+        size_t prefix_kept = target > rows ? target - rows : 0u;
+        if (prefix_kept > len - rows) prefix_kept = len - rows;
+        return rows + prefix_kept;
+    }
+    const size_t window = c->ref.params.recent_window;
+    const size_t recent = window < len ? window : len;
+    size_t needed = len - target;
+    if (needed > len - recent) needed = len - recent;
+    return len - needed;
+}
+
+/* Keeps the positions of r flagged in keep[] (indices of held positions),
+ * with their records, as a reference-scope prefill does. */
+static void ref_keep_only(ref_policy *r, const unsigned char *keep) {
+    const size_t obs = r->params.obs_window;
+    size_t w = 0;
+    for (size_t i = 0; i < r->kept; ++i) {
+        if (!keep[i]) continue;
+        r->pos[w] = r->pos[i];
+        memmove(r->ring + w * obs, r->ring + i * obs, obs * sizeof(float));
+        ++w;
+    }
+    r->kept = w;
+}
+
+/* The model of a successful prefill: a reference instance large enough for
+ * the whole prompt is fed the rows as decode steps (the definition in
+ * pyramidkv_prefill.h), then evicted (consistent scope) or cut to the
+ * paper's selection (reference scope, tests/prefill/prefill_reference.c);
+ * its state then replaces c->ref. Returns the victims in c->vic_r and
+ * their count. */
+static size_t model_prefill(fz_ctx *c, const float *attn, size_t rows,
+                            size_t len, uint32_t budget) {
+    pb_kvcache_options o = c->options;
+    const uint32_t least = c->ref.params.recent_window + 2u;
+    o.capacity = (uint32_t)len > least ? (uint32_t)len : least;
+    ref_policy big;
+    FZ_CHECK(ref_create(&big, &c->ref.params, &o) == PB_OK);
+    FZ_CHECK(pfref_feed_reference(&big, attn, rows, len) == PB_OK);
+    FZ_CHECK_EQ(big.kept, len);
+    size_t n_victims = 0;
+    if (c->options.prefill_scope == PB_PREFILL_REFERENCE) {
+        unsigned char keep[FZ_PREFILL_MAX_LEN];
+        const size_t target = budget < c->effective ? budget : c->effective;
+        const size_t kept =
+            pfref_select(attn, rows, len, target, c->ref.params.pool_kernel,
+                         c->options.pool, keep);
+        FZ_CHECK(kept != (size_t)-1);
+        for (size_t i = 0; i < len; ++i)
+            if (!keep[i]) c->vic_r[n_victims++] = big.pos[i];
+        ref_keep_only(&big, keep);
+        FZ_CHECK_EQ(big.kept, kept);
+    } else {
+        FZ_CHECK(ref_evict(&big, budget, c->vic_r, len, &n_victims) == PB_OK);
+    }
+    /* The survivors fit (PB_ERR_FULL was ruled out): adopt them. */
+    const size_t obs = c->ref.params.obs_window;
+    FZ_CHECK(big.kept <= c->ref.capacity);
+    c->ref.kept = big.kept;
+    c->ref.slot = big.slot;
+    memcpy(c->ref.pos, big.pos, big.kept * sizeof *big.pos);
+    memcpy(c->ref.ring, big.ring, big.kept * obs * sizeof *big.ring);
+    ref_destroy(&big);
+    return n_victims;
+}
+
+static void op_prefill(fz_ctx *c) {
+    fz_op = "prefill";
+    /* After observe(NULL) and an evict that drops that position again the
+     * documented freshness is open to reading; such states are skipped. */
+    if (!c->fresh && c->ref.kept == 1u && c->ref.pos[0] == 0u) return;
+    const size_t window = c->ref.params.recent_window;
+    const int reference = c->options.prefill_scope == PB_PREFILL_REFERENCE;
+    const size_t len = rd_u8(&c->rd) % (FZ_PREFILL_MAX_LEN + 1u);
+    size_t rows;
+    switch (rd_u8(&c->rd) % 8u) {
+    case 0: rows = 0u; break;
+    case 1: rows = len + 1u; break;
+    case 2: case 3: rows = window; break;
+    default: rows = len > 0u ? 1u + rd_u8(&c->rd) % len : 1u; break;
+    }
+    const uint32_t budget = pick_budget(c);
+    /* A prompt above UINT32_MAX positions must be refused unread. */
+    const int huge = rd_u8(&c->rd) % 32u == 0u;
+    const size_t call_len = huge ? (size_t)UINT32_MAX + 1u : len;
+
+    const size_t cells = rows <= len + 1u ? rows * len : 0u;
+    float *attn = malloc((cells > 0u ? cells : 1u) * sizeof *attn);
+    FZ_CHECK(attn != NULL);
+    const uint8_t fill = rd_u8(&c->rd) % 4u;
+    for (size_t i = 0; i < cells; ++i) {
+        switch (fill) {
+        case 0: attn[i] = 0.25f; break;
+        case 1: attn[i] = good_weight(&c->rd); break;
+        case 2: attn[i] = (float)(rd_u8(&c->rd) % 4u) * 0.25f; break;
+        default: attn[i] = (float)((i * 7u) % 11u); break;
+        }
+    }
+    int bad = 0;
+    for (size_t i = 0; i < cells; ++i)
+        if (!(attn[i] >= 0.0f && attn[i] <= FLT_MAX)) bad = 1;
+    if (cells > 0u && rd_u8(&c->rd) % 8u == 0u) {
+        attn[rd_u8(&c->rd) % cells] = bad_weight(&c->rd);
+        bad = 1;
+    }
+
+    size_t need = 0;
+    FZ_CHECK(pb_kvcache_prefill_workspace_size(c->pol, len, &need) == PB_OK);
+    const size_t ws_len = need + 16u;
+    double *ws_block = malloc(ws_len);
+    FZ_CHECK(ws_block != NULL);
+    unsigned char *ws = (unsigned char *)ws_block;
+    size_t ws_bytes = need;
+    int misaligned = 0;
+    switch (rd_u8(&c->rd) % 6u) {
+    case 0: ws = NULL; ws_bytes = 0u; break;
+    case 1: ws_bytes = need > 0u ? need - 1u : 0u; break;
+    case 2: ws += 1; misaligned = 1; break;
+    case 3: ws_bytes = need + 8u; break;
+    default: break;
+    }
+
+    const size_t count = prefill_survivors(c, rows, len, budget);
+    uint32_t *kept = c->vic_e;
+    uint32_t *victims = c->pos_before;
+    size_t kept_cap = c->alloc_len, victims_cap = c->alloc_len;
+    switch (rd_u8(&c->rd) % 5u) {
+    case 0: kept = NULL; kept_cap = 0u; break;
+    case 1: kept_cap = count; break;
+    case 2: kept_cap = count > 0u ? count - 1u : 0u; break;
+    default: break;
+    }
+    switch (rd_u8(&c->rd) % 5u) {
+    case 0: victims = NULL; victims_cap = 0u; break;
+    case 1: victims_cap = len - (count < len ? count : len); break;
+    case 2: victims_cap = len > count + 1u ? len - count - 1u : 0u; break;
+    default: break;
+    }
+    FZ_CHECK(kept_cap <= c->alloc_len && victims_cap <= c->alloc_len);
+    for (size_t i = 0; i < c->alloc_len; ++i)
+        c->vic_e[i] = c->pos_before[i] = FZ_SENTINEL;
+
+    /* The documented order: NULL, PARAM, TOO_LARGE, NOT_FRESH, WORKSPACE,
+     * FULL, BUFFER, WEIGHT. */
+    pb_status want = PB_OK;
+    /* Without a workspace, a kernel above the capacity on a prompt longer
+     * than the capacity "needs a caller workspace" (the header), but the
+     * library may serve it from the create-time reservation: both
+     * outcomes are accepted there (reported to the lead). */
+    const int ws_open = ws == NULL && len <= c->options.prefill_max_len &&
+                        c->ref.params.pool_kernel > c->capacity &&
+                        len > c->capacity;
+    const uint8_t null_arg = rd_u8(&c->rd) % 16u;
+    if (null_arg < 3u) want = PB_ERR_NULL;
+    else if (call_len == 0u || rows == 0u || rows > call_len ||
+             (reference && rows != window) || misaligned)
+        want = PB_ERR_PARAM;
+    else if (huge) want = PB_ERR_TOO_LARGE;
+    else if (!c->fresh) want = PB_ERR_NOT_FRESH;
+    else if (ws != NULL ? ws_bytes < need
+                        : len > c->options.prefill_max_len)
+        want = PB_ERR_WORKSPACE;
+    else if (count > c->capacity) want = PB_ERR_FULL;
+    else if ((kept != NULL && kept_cap < count) ||
+             (victims != NULL && victims_cap < len - count))
+        want = PB_ERR_BUFFER;
+    else if (bad) want = PB_ERR_WEIGHT;
+
+    if (fz_trace())
+        fprintf(stderr,
+                "step %zu: prefill len %zu rows %zu budget %u ws %zu/%zu%s "
+                "kept %zu victims %zu fresh %d: want %d\n",
+                fz_step, call_len, rows, (unsigned)budget, ws_bytes, need,
+                ws ? "" : " (NULL)", kept_cap, victims_cap, c->fresh,
+                (int)want);
+    size_t n = SIZE_MAX;
+    const pb_status got = pb_kvcache_prefill(
+        null_arg == 0u ? NULL : c->pol, null_arg == 1u ? NULL : attn, rows,
+        call_len, budget, ws, ws_bytes, kept, kept_cap, victims, victims_cap,
+        null_arg == 2u ? NULL : &n);
+    if (!(ws_open && got == PB_ERR_WORKSPACE &&
+          (want == PB_OK || want == PB_ERR_FULL || want == PB_ERR_BUFFER ||
+           want == PB_ERR_WEIGHT)))
+        FZ_CHECK_EQ(got, want);
+    if (got == PB_ERR_BUFFER) FZ_CHECK_EQ(n, count);
+    if (got == PB_OK) {
+        FZ_CHECK_EQ(n, count);
+        const size_t n_victims = model_prefill(c, attn, rows, len, budget);
+        FZ_CHECK_EQ(n_victims, len - count);
+        FZ_CHECK_EQ(c->ref.kept, count);
+        if (kept != NULL) {
+            FZ_CHECK(memcmp(kept, c->ref.pos, count * sizeof *kept) == 0);
+            for (size_t i = count; i < kept_cap; ++i)
+                FZ_CHECK(kept[i] == FZ_SENTINEL);
+        }
+        if (victims != NULL) {
+            FZ_CHECK(n_victims == 0u ||
+                     memcmp(victims, c->vic_r, n_victims * sizeof *victims) ==
+                         0);
+            for (size_t i = n_victims; i < victims_cap; ++i)
+                FZ_CHECK(victims[i] == FZ_SENTINEL);
+        }
+        c->fresh = 0;
+    } else {
+        /* A refused prefill writes no output array. */
+        for (size_t i = 0; i < c->alloc_len; ++i) {
+            FZ_CHECK(c->vic_e[i] == FZ_SENTINEL);
+            FZ_CHECK(c->pos_before[i] == FZ_SENTINEL);
+        }
+    }
+    free(attn);
+    free(ws_block);
+}
+
 static void run_program(fz_ctx *c) {
     for (fz_step = 1; fz_step <= FZ_MAX_STEPS && c->rd.n > 0u &&
                       c->work < FZ_MAX_WORK;
@@ -603,10 +836,13 @@ static void run_program(fz_ctx *c) {
         case 8: op_observe_bad_weight(c); break;
         case 9: op_observe_near_max(c); break;
         case 10: case 11: case 12: op_evict(c); break;
-        case 13:
-            if (rd_u8(&c->rd) % 4u == 0u) op_reset(c);
+        case 13: {
+            const uint8_t r = rd_u8(&c->rd) % 4u;
+            if (r == 0u) op_reset(c);
+            else if (r == 1u && c->surface == FZ_SURFACE_PREFILL) op_prefill(c);
             else op_observe(c);
             break;
+        }
         default: op_query(c); break;
         }
         check_state(c);
@@ -684,6 +920,8 @@ static int create_native(fz_ctx *c) {
     gen_options(&c->rd, &o, p.recent_window);
     const pb_kvcache_pyramidkv_params *pp = (flags & 3u) == 0u ? NULL : &p;
     const pb_kvcache_options *po = (flags & 4u) == 0u ? NULL : &o;
+    const pb_kvcache_options default_options = PB_KVCACHE_OPTIONS_DEFAULT;
+    c->options = po != NULL ? o : default_options;
 
     size_t bytes = FZ_SENTINEL;
     const pb_status ss = pb_kvcache_pyramidkv_size(pp, po, &bytes);
@@ -825,8 +1063,8 @@ int fz_run_policy_program(const uint8_t *data, size_t size,
     c.surface = surface;
     fz_step = 0;
 
-    const int made = surface == FZ_SURFACE_NATIVE ? create_native(&c)
-                                                  : create_compat(&c);
+    const int made = surface == FZ_SURFACE_COMPAT ? create_compat(&c)
+                                                  : create_native(&c);
     if (!made) return 0;
     c.calls_at_create = c.ca.alloc_calls;
     c.capacity = pb_kvcache_capacity(c.pol);
@@ -834,17 +1072,45 @@ int fz_run_policy_program(const uint8_t *data, size_t size,
     FZ_CHECK(c.capacity == c.ref.capacity);
     FZ_CHECK(c.effective == c.ref.effective);
 
-    /* Held counts never exceed 1 + the number of observe calls, which is
-     * below the input size: buffers need not be capacity long. */
-    c.buf_len = (c.capacity < size ? c.capacity : size) + 2u;
-    c.pos_e = malloc(c.buf_len * sizeof *c.pos_e);
-    c.pos_before = malloc(c.buf_len * sizeof *c.pos_before);
-    c.vic_e = malloc(c.buf_len * sizeof *c.vic_e);
-    c.vic_r = malloc(c.buf_len * sizeof *c.vic_r);
-    c.attn = malloc(c.buf_len * sizeof *c.attn);
+    /* Held counts never exceed 1 + the number of observe calls (below the
+     * input size) + the longest prefill prompt: buffers need not be
+     * capacity long. */
+    c.buf_len = (c.capacity < size + FZ_PREFILL_MAX_LEN
+                     ? c.capacity
+                     : size + FZ_PREFILL_MAX_LEN) +
+                2u;
+    /* The model writes a whole prompt's victims whatever the capacity. */
+    const size_t alloc_len = c.buf_len > FZ_PREFILL_MAX_LEN
+                                 ? c.buf_len
+                                 : FZ_PREFILL_MAX_LEN;
+    c.alloc_len = alloc_len;
+    c.pos_e = malloc(alloc_len * sizeof *c.pos_e);
+    c.pos_before = malloc(alloc_len * sizeof *c.pos_before);
+    c.vic_e = malloc(alloc_len * sizeof *c.vic_e);
+    c.vic_r = malloc(alloc_len * sizeof *c.vic_r);
+    c.attn = malloc(alloc_len * sizeof *c.attn);
     FZ_CHECK(c.pos_e && c.pos_before && c.vic_e && c.vic_r && c.attn);
 
+    c.fresh = 1;
+    if (fz_trace()) {
+        const pb_kvcache_pyramidkv_params *q = &c.ref.params;
+        fprintf(stderr,
+                "create: budget %u layer %u/%u ratio %u recent %u obs %u "
+                "pool_kernel %u; capacity %zu pool %u scope %u "
+                "prefill_max_len %u; effective %u\n",
+                (unsigned)q->budget, (unsigned)q->layer,
+                (unsigned)q->num_layers, (unsigned)q->pyramid_ratio,
+                (unsigned)q->recent_window, (unsigned)q->obs_window,
+                (unsigned)q->pool_kernel, c.capacity, (unsigned)c.options.pool,
+                (unsigned)c.options.prefill_scope,
+                (unsigned)c.options.prefill_max_len, (unsigned)c.effective);
+    }
     check_state(&c);
+    if (surface == FZ_SURFACE_PREFILL) {
+        fz_step = 0;
+        op_prefill(&c);
+        check_state(&c);
+    }
     run_program(&c);
 
     fz_op = "destroy";

@@ -6,9 +6,9 @@
  * first disagreement or broken invariant. The targets differ only in the
  * surface that creates the instance and feeds and evicts it.
  *
- * A new surface (prefill compression, trace files, ...) gets its own target
- * file; if it drives a policy instance, add an enumerator here and the calls
- * in fuzz_policy_driver.c.
+ * A new surface (trace files, ...) gets its own target file; if it drives
+ * a policy instance, add an enumerator here and the calls in
+ * fuzz_policy_driver.c, as FZ_SURFACE_PREFILL did.
  */
 #ifndef PB_TESTS_FUZZ_POLICY_DRIVER_H
 #define PB_TESTS_FUZZ_POLICY_DRIVER_H
@@ -18,7 +18,8 @@
 
 typedef enum fz_surface {
     FZ_SURFACE_NATIVE = 0, /* pb_kvcache_pyramidkv_create, _observe, _evict */
-    FZ_SURFACE_COMPAT = 1  /* pb_kvcache_pyramidkv / pb_kvcache_snapkv vtables */
+    FZ_SURFACE_COMPAT = 1, /* pb_kvcache_pyramidkv / pb_kvcache_snapkv vtables */
+    FZ_SURFACE_PREFILL = 2 /* native, opening with pb_kvcache_prefill */
 } fz_surface;
 
 /* Runs one input. Returns 0; aborts the process on a finding, after
