@@ -120,6 +120,47 @@ static int parse_traces(const char *text, bench_opts *o) {
     return 0;
 }
 
+/* Every (configuration, layer) pair is a policy instance plus the
+ * harness's own copy of its held positions; all are alive at once. A run
+ * that would need more than MAX_RUN_MIB is refused up front instead of
+ * failing (or being killed) half-way. */
+#define MAX_RUN_MIB 2048u
+
+static int check_memory(const bench_opts *o) {
+    uint64_t bytes = 0;
+    for (size_t t = 0; t < o->n_traces; ++t) {
+        const uint32_t layers =
+            o->traces[t] == PB_WL_DECODE4096 ? 1u : o->layers;
+        for (size_t b = 0; b < o->n_budgets; ++b)
+            for (size_t r = 0; r < o->n_ratios; ++r)
+                for (uint32_t l = 0; l < layers; ++l) {
+                    pb_kvcache_pyramidkv_params p =
+                        PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+                    p.budget = o->budgets[b];
+                    p.layer = l;
+                    p.num_layers = layers;
+                    p.pyramid_ratio = o->ratios[r];
+                    p.recent_window = o->recent;
+                    p.obs_window = o->obs;
+                    p.pool_kernel = o->kernel;
+                    size_t size = 0;
+                    if (pb_kvcache_pyramidkv_size(&p, NULL, &size) != PB_OK)
+                        return pb_cli_usage_error(
+                            "bench", "--budget/--ratio: the library refuses "
+                            "budget %u ratio %u", p.budget, p.pyramid_ratio);
+                    bytes += (uint64_t)size + 5u * (uint64_t)PB_WL_POSITIONS;
+                }
+        /* Only one trace's instances are alive at a time. */
+        if (bytes > (uint64_t)MAX_RUN_MIB << 20)
+            return pb_cli_usage_error(
+                "bench", "--layers/--budget/--ratio: this run would hold %llu "
+                "MiB of policies at once (at most %u); ask for fewer",
+                (unsigned long long)(bytes >> 20), MAX_RUN_MIB);
+        bytes = 0;
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 after --help, or PB_CLI_USAGE. */
 static int parse(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
@@ -202,7 +243,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
                                       "--layers: the decode-4096 trace has "
                                       "exactly 1 layer (use --trace flat for "
                                       "more)");
-    return 0;
+    return check_memory(o);
 }
 
 /* Progress on stderr: only on a terminal, only once a run passed 1 s. */

@@ -94,6 +94,8 @@ static void test_usage_errors(void **state) {
     expect_usage_error("bench --recent 600", "--budget");
     expect_usage_error("bench --json=yes", "--json");
     expect_usage_error("bench stray", "stray");
+    expect_usage_error("bench --layers 4096 --budget 4096 --ratio 1,4096",
+                       "--layers");
     expect_usage_error("plan", "--budget");
     expect_usage_error("plan --budget 512 --layers 32", "--ratio");
     expect_usage_error("plan --budget 512 --ratio 4", "--layers");
