@@ -4,8 +4,23 @@
  * (create, size, destroy, observe, evict, reset and the introspection).
  *
  * It owns the rules of the policy (what is held, what is evictable, how many
- * go) and drives the ring, pooling and selection modules for the arithmetic.
- * The policybook vtables are a thin door in policy_vtable.c.
+ * go) and drives the ring, pooling, selection and filter modules for the
+ * arithmetic. The policybook vtables are a thin door in policy_vtable.c.
+ *
+ * An evict takes one of three paths with identical results:
+ *   - the full path: every window score, pooled, a radix selection, one
+ *     compaction of the ring; O(held * obs_window);
+ *   - for a few victims (score_filter.c), the filtered path when the
+ *     quantised sums are current: O(held) plus exact scores for the few
+ *     undecided candidates;
+ *   - for a few victims otherwise, the streaming path: exact scores a block
+ *     at a time and a bounded heap, O(held * obs_window) but no compaction
+ *     and no scratch array.
+ * After the last two the victims' ring columns become holes that a later
+ * compaction removes. Keeping the sums current costs every decode step a
+ * little, so they are kept only while evicts come at most
+ * PB__FILTER_MAX_GAP steps apart and the filter keeps deciding; otherwise a
+ * step is a plain copy.
  *
  * Every public function validates all of its input before its first write,
  * so a call that returns an error has changed nothing. All memory is one
@@ -88,17 +103,30 @@ static int region(size_t *cursor, size_t bytes, size_t *offset) {
     return 1;
 }
 
+/* Dead columns tolerated before a cheap evict compacts: 1/32 of the
+ * capacity (2.4 bytes per position at obs_window 16), so the compaction,
+ * which moves every ring row, pos[] and the sums, is paid once per that
+ * many victims. */
+static size_t max_holes_of(size_t capacity) {
+    return capacity / 32u > 8u ? capacity / 32u : 8u;
+}
+
 pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
     const size_t capacity = (size_t)cfg->capacity;
+    const size_t max_holes = max_holes_of(capacity);
+    const size_t columns = capacity + max_holes;
     const size_t obs = (size_t)cfg->params.obs_window;
     const size_t floats_per_line = PB__ALIGN / sizeof(float);
 
-    size_t row_stride = (capacity + floats_per_line - 1u) &
+    size_t row_stride = (columns + floats_per_line - 1u) &
                         ~(floats_per_line - 1u); /* rows start on lines */
-    size_t pos_bytes = capacity, ring_bytes = row_stride;
-    size_t score_bytes = capacity, alive_bytes = (capacity + 63u) / 64u;
+    size_t pos_bytes = columns, ring_bytes = row_stride;
+    size_t score_bytes = columns, alive_bytes = (columns + 63u) / 64u;
+    size_t hole_bytes = max_holes;
     size_t hist_bytes = PB__HIST_BINS, prefill_bytes = 0;
+    size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
+    size_t heap_bytes = PB__FILTER_MAX_NEEDED;
     const size_t work_bytes =
         pb__pool_work_bytes(cfg->params.pool_kernel, capacity);
     if (pb__prefill_scratch_bytes((size_t)cfg->prefill_max_len,
@@ -108,7 +136,10 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
         !mul_ok(&ring_bytes, sizeof(float)) ||
         !mul_ok(&score_bytes, sizeof(double)) ||
         !mul_ok(&alive_bytes, sizeof(uint64_t)) ||
-        !mul_ok(&hist_bytes, sizeof(size_t)))
+        !mul_ok(&hole_bytes, sizeof(size_t)) ||
+        !mul_ok(&hist_bytes, sizeof(size_t)) ||
+        !mul_ok(&cand_bytes, sizeof(struct pb__candidate)) ||
+        !mul_ok(&heap_bytes, sizeof(double)))
         return PB_ERR_TOO_LARGE;
 
     size_t cursor = 0, off_struct = 0;
@@ -117,14 +148,18 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
         !region(&cursor, ring_bytes, &out->off_ring) ||
         !region(&cursor, score_bytes, &out->off_scores) ||
         !region(&cursor, alive_bytes, &out->off_alive) ||
+        !region(&cursor, hole_bytes, &out->off_holes) ||
         !region(&cursor, work_bytes, &out->off_work) ||
         !region(&cursor, hist_bytes, &out->off_hist) ||
+        !region(&cursor, cand_bytes, &out->off_cands) ||
+        !region(&cursor, heap_bytes, &out->off_heap) ||
         !region(&cursor, prefill_bytes, &out->off_prefill) ||
         cursor > SIZE_MAX - (PB__ALIGN - 1u))
         return PB_ERR_TOO_LARGE;
     assert(off_struct == 0u);
     (void)off_struct;
     out->row_stride = row_stride;
+    out->max_holes = max_holes;
     out->work_bytes = work_bytes;
     out->prefill_bytes = prefill_bytes;
     out->span = cursor;
@@ -166,6 +201,12 @@ static void reset_state(pb_kvcache *p) {
     p->fresh = 1;
     p->kept = 1u;
     p->slot = 0u;
+    p->n_holes = 0u;
+    p->sums_valid = 0;
+    p->gap = 0u;
+    p->filter_wait = 0u;
+    p->filter_backoff = 0u;
+    p->last_path = PB__PATH_NONE;
     p->pos[0] = 0u;
     pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, 0u);
 }
@@ -205,6 +246,10 @@ pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
     p->ring = (float *)(void *)(base + layout.off_ring);
     p->scores = (double *)(void *)(base + layout.off_scores);
     p->alive = (uint64_t *)(void *)(base + layout.off_alive);
+    p->holes = (size_t *)(void *)(base + layout.off_holes);
+    p->max_holes = layout.max_holes;
+    p->cands = (struct pb__candidate *)(void *)(base + layout.off_cands);
+    p->heap = (double *)(void *)(base + layout.off_heap);
     p->work = layout.work_bytes ? (void *)(base + layout.off_work) : NULL;
     p->work_bytes = layout.work_bytes;
     p->hist = (size_t *)(void *)(base + layout.off_hist);
@@ -214,6 +259,12 @@ pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
     p->allocator = a;
     p->block = block;
     p->block_bytes = layout.total;
+    /* Whole groups of columns are summed even where a run ends early
+     * (simd_kernels.c): give every cell a defined value once. */
+    memset(p->ring, 0, layout.row_stride * (size_t)p->obs_window *
+                           sizeof *p->ring);
+    p->k = pb__kernels_best();
+    pb__filter_configure(p);
     reset_state(p);
     *out = p;
     return PB_OK;
@@ -234,38 +285,37 @@ pb_status pb_kvcache_reset(pb_kvcache *policy) {
 /* ------------------------------------------------------------------------ */
 /* Observe                                                                  */
 
-/* 1 if every weight is finite and not below zero (-0.0 is allowed), tested
- * on the bit patterns so the loop has no branch. */
-static int weights_ok(const float *w, size_t n) {
-    uint32_t bad = 0u;
-    for (size_t i = 0; i < n; ++i) {
-        uint32_t b;
-        memcpy(&b, w + i, sizeof b);
-        /* Above the largest finite positive: +inf, NaN or negative. */
-        bad |= (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
-               (uint32_t)(b != UINT32_C(0x80000000));
-    }
-    return bad == 0u;
-}
-
 pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
                              const float *attn, size_t attn_len) {
     if (policy == NULL) return PB_ERR_NULL;
     pb_kvcache *p = policy;
     /* With recent_window 0 an evict may leave nothing held. */
-    if (p->kept > 0u && pos <= p->pos[p->kept - 1u]) return PB_ERR_POSITION;
+    if (p->kept > 0u &&
+        pos <= p->pos[pb__ring_column_of(p->holes, p->n_holes, p->kept - 1u)])
+        return PB_ERR_POSITION;
+    unsigned flags = 0u;
     if (attn != NULL) {
         if (attn_len != p->kept) return PB_ERR_LENGTH;
-        if (!weights_ok(attn, attn_len)) return PB_ERR_WEIGHT;
+        flags = p->k->weight_flags(attn, attn_len, p->q_limit_bits);
+        if (flags & PB__WEIGHT_BAD) return PB_ERR_WEIGHT;
     }
     if (p->kept >= p->capacity) return PB_ERR_FULL;
 
     if (attn != NULL) {
-        pb__ring_store_row(p->ring, p->row_stride, p->slot, attn, attn_len);
+        if (p->sums_valid && !(flags & PB__WEIGHT_BIG)) {
+            pb__filter_store_row(p, attn, attn_len);
+        } else {
+            pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
+                               attn_len, p->holes, p->n_holes);
+            p->sums_valid = 0;
+        }
         p->slot = p->slot + 1u == p->obs_window ? 0u : p->slot + 1u;
+        if (p->gap < UINT32_MAX) p->gap += 1u;
     }
-    p->pos[p->kept] = pos;
-    pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, p->kept);
+    const size_t col = p->kept + p->n_holes;
+    p->pos[col] = pos;
+    p->scores[col] = 0.0; /* the sum of a new position, if kept */
+    pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, col);
     p->kept += 1u;
     p->fresh = 0;
     return PB_OK;
@@ -273,6 +323,114 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
 
 /* ------------------------------------------------------------------------ */
 /* Evict                                                                    */
+
+/* The longest evict cadence (observed steps between evicts that choose
+ * victims) for which the sums are kept current. */
+#define PB__FILTER_MAX_GAP UINT32_C(8)
+
+/* Marks columns 0 .. n_cols-1 alive in p->alive except the holes and
+ * dead[0 .. n_dead-1]. */
+static void mark_alive(pb_kvcache *p, size_t n_cols, const size_t *dead,
+                       size_t n_dead) {
+    const size_t words = (n_cols + 63u) / 64u;
+    memset(p->alive, 0xFF, words * sizeof *p->alive);
+    if (n_cols % 64u != 0u)
+        p->alive[words - 1u] = (UINT64_C(1) << (n_cols % 64u)) - 1u;
+    for (size_t t = 0; t < p->n_holes; ++t)
+        p->alive[p->holes[t] / 64u] &= ~(UINT64_C(1) << (p->holes[t] % 64u));
+    for (size_t t = 0; t < n_dead; ++t)
+        p->alive[dead[t] / 64u] &= ~(UINT64_C(1) << (dead[t] % 64u));
+}
+
+/* Moves the alive columns (p->alive) of the ring, pos[] and, when they are
+ * wanted, the sums to the front; afterwards there is no hole. */
+static void compact_all(pb_kvcache *p, size_t n_cols, int with_sums) {
+    pb__ring_compact(p->ring, p->row_stride, p->obs_window, p->alive, n_cols);
+    pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
+    if (with_sums)
+        pb__compact_columns(p->scores, sizeof *p->scores, p->alive, n_cols);
+    p->n_holes = 0u;
+}
+
+/* Drops ranks[0 .. k-1] (ascending) after a cheap selection: writes their
+ * positions to victims[] and turns their columns into holes, compacting
+ * when too many have gathered. Nothing else moves. */
+static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
+                       uint32_t *victims, int filtered) {
+    size_t cols[PB__FILTER_MAX_NEEDED];
+    assert(k >= 1u && k <= PB__FILTER_MAX_NEEDED);
+    for (size_t t = 0; t < k; ++t) {
+        cols[t] = pb__ring_column_of(p->holes, p->n_holes, ranks[t]);
+        victims[t] = p->pos[cols[t]];
+    }
+    const size_t n_cols = p->kept + p->n_holes;
+    p->kept -= k;
+
+    if (p->n_holes + k > p->max_holes) {
+        mark_alive(p, n_cols, cols, k);
+        compact_all(p, n_cols, p->sums_valid);
+        p->last_path = filtered ? PB__PATH_FILTERED_COMPACTED
+                                : PB__PATH_STREAMED_COMPACTED;
+        return;
+    }
+    /* Merge the new dead columns into the sorted holes, from the back. */
+    size_t a = p->n_holes, b = k, out = p->n_holes + k;
+    while (b > 0u) {
+        if (a > 0u && p->holes[a - 1u] > cols[b - 1u])
+            p->holes[--out] = p->holes[--a];
+        else
+            p->holes[--out] = cols[--b];
+    }
+    p->n_holes += k;
+    /* Holes after the last held column are no holes: the next position is
+     * admitted there. Trimming them also keeps pos[] ascending, as a new
+     * position may be below a dropped newest one. */
+    while (p->n_holes > 0u &&
+           p->holes[p->n_holes - 1u] == p->kept + p->n_holes - 1u)
+        p->n_holes -= 1u;
+    p->last_path = filtered ? PB__PATH_FILTERED : PB__PATH_STREAMED;
+}
+
+/* The full path: every window score, pooled, selected; the victims'
+ * positions to victims[], one compaction of the ring and pos[]. */
+static void evict_full(pb_kvcache *p, size_t evictable, size_t needed,
+                       uint32_t *victims) {
+    const size_t n = p->kept;
+    double *x = p->scores; /* scratch by rank: the sums are dropped */
+    pb__ring_window_scores(p->k, p->ring, p->row_stride, p->obs_window, n,
+                           p->holes, p->n_holes, x);
+    if (p->cfg.pool == (uint32_t)PB_POOL_AVG)
+        pb__pool_avg(x, n, p->half_kernel, p->cfg.params.pool_kernel, p->work,
+                     p->work_bytes);
+    else
+        pb__pool_max(x, n, p->half_kernel, p->work, p->work_bytes);
+
+    /* The `needed` lowest pooled scores among the evictable ranks. */
+    pb__cut cut;
+    pb__select_lowest(x, evictable, needed, p->hist, &cut);
+
+    /* One pass: report victims in rank (= position) order and mark the
+     * surviving columns (holes stay unmarked). */
+    const size_t n_cols = n + p->n_holes;
+    const size_t words = (n_cols + 63u) / 64u;
+    memset(p->alive, 0, words * sizeof *p->alive);
+    size_t nv = 0;
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, p->holes, p->n_holes, n, &run)) {
+        for (size_t j = 0; j < run.len; ++j) {
+            const size_t i = run.rank + j, col = run.col + j;
+            if (i < evictable && pb__cut_takes(&cut, pb__key_bits(x[i])))
+                victims[nv++] = p->pos[col];
+            else
+                p->alive[col / 64u] |= UINT64_C(1) << (col % 64u);
+        }
+    }
+    assert(nv == needed);
+    compact_all(p, n_cols, 0);
+    p->kept = n - nv;
+    p->last_path = PB__PATH_FULL;
+}
 
 pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
                            uint32_t *victims, size_t victims_cap,
@@ -301,37 +459,47 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
         return PB_OK;
     }
 
-    /* Window scores, then pooled scores, in place, by rank. */
-    const size_t n = p->kept;
-    double *x = p->scores;
-    pb__ring_window_scores(p->ring, p->row_stride, p->obs_window, n, x);
-    if (p->cfg.pool == (uint32_t)PB_POOL_AVG)
-        pb__pool_avg(x, n, p->half_kernel, p->cfg.params.pool_kernel, p->work,
-                     p->work_bytes);
-    else
-        pb__pool_max(x, n, p->half_kernel, p->work, p->work_bytes);
-
-    /* The `needed` lowest pooled scores among the evictable ranks. */
-    pb__cut cut;
-    pb__select_lowest(x, evictable, needed, p->hist, &cut);
-
-    /* One pass: report victims in rank (= position) order, compact the
-     * positions and mark the survivors for the ring. */
-    const size_t words = (n + 63u) / 64u;
-    memset(p->alive, 0, words * sizeof *p->alive);
-    size_t nv = 0, w = 0;
-    for (size_t i = 0; i < n; ++i) {
-        if (i < evictable && pb__cut_takes(&cut, pb__key_bits(x[i]))) {
-            victims[nv++] = p->pos[i];
-        } else {
-            p->alive[i / 64u] |= UINT64_C(1) << (i % 64u);
-            p->pos[w++] = p->pos[i];
+    const uint32_t gap = p->gap;
+    const int want_sums = p->filter_ok && gap <= PB__FILTER_MAX_GAP;
+    p->gap = 0u;
+    if (needed <= PB__FILTER_MAX_NEEDED && p->stream_ok) {
+        size_t ranks[PB__FILTER_MAX_NEEDED];
+        int filtered = 0;
+        if (p->sums_valid) {
+            filtered = pb__filter_select(p, evictable, needed, ranks);
+            if (filtered) {
+                p->filter_backoff = 0u;
+            } else {
+                /* Exact ties (or a run of zeros) the bounds cannot split:
+                 * stop paying for the sums for a while, longer after each
+                 * miss in a row. */
+                p->filter_backoff = p->filter_backoff == 0u ? 4u
+                                    : p->filter_backoff < 4096u
+                                        ? 2u * p->filter_backoff
+                                        : p->filter_backoff;
+                p->filter_wait = p->filter_backoff;
+                p->sums_valid = 0;
+            }
         }
+        if (!filtered) pb__stream_select(p, evictable, needed, ranks);
+        drop_ranks(p, ranks, needed, victims, filtered);
+        if (!want_sums) {
+            p->sums_valid = 0;
+        } else if (!p->sums_valid) {
+            if (p->filter_wait > 0u)
+                p->filter_wait -= 1u;
+            else
+                p->sums_valid = pb__filter_rebuild(p);
+        }
+        *n_victims = needed;
+        return PB_OK;
     }
-    assert(nv == needed);
-    pb__ring_compact(p->ring, p->row_stride, p->obs_window, p->alive, n);
-    p->kept = w;
-    *n_victims = nv;
+    evict_full(p, evictable, needed, victims);
+    /* The full path used the sums' array as scratch. */
+    p->sums_valid = 0;
+    if (want_sums && p->filter_wait == 0u)
+        p->sums_valid = pb__filter_rebuild(p);
+    *n_victims = needed;
     return PB_OK;
 }
 
@@ -353,15 +521,21 @@ size_t pb_kvcache_capacity(const pb_kvcache *policy) {
 pb_status pb_kvcache_kept_positions(const pb_kvcache *policy, uint32_t *out,
                                     size_t out_cap, size_t *n) {
     if (policy == NULL || out == NULL || n == NULL) return PB_ERR_NULL;
-    *n = policy->kept;
-    if (out_cap < policy->kept) return PB_ERR_BUFFER;
-    memcpy(out, policy->pos, policy->kept * sizeof *out);
+    const pb_kvcache *p = policy;
+    *n = p->kept;
+    if (out_cap < p->kept) return PB_ERR_BUFFER;
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, p->holes, p->n_holes, p->kept, &run))
+        memcpy(out + run.rank, p->pos + run.col, run.len * sizeof *out);
     return PB_OK;
 }
 
-/* The rank of held position pos, or SIZE_MAX if it is not held. */
-static size_t rank_of(const pb_kvcache *p, uint32_t pos) {
-    size_t lo = 0, hi = p->kept; /* search [lo, hi) */
+/* The column of held position pos, or SIZE_MAX if it is not held. The
+ * positions of all columns, holes included, ascend. */
+static size_t column_of_pos(const pb_kvcache *p, uint32_t pos) {
+    const size_t n_cols = p->kept + p->n_holes;
+    size_t lo = 0, hi = n_cols; /* search [lo, hi) */
     while (lo < hi) {
         const size_t mid = lo + (hi - lo) / 2u;
         if (p->pos[mid] < pos)
@@ -369,16 +543,25 @@ static size_t rank_of(const pb_kvcache *p, uint32_t pos) {
         else
             hi = mid;
     }
-    return lo < p->kept && p->pos[lo] == pos ? lo : SIZE_MAX;
+    if (lo == n_cols || p->pos[lo] != pos) return SIZE_MAX;
+    size_t a = 0, b = p->n_holes; /* is column lo a hole? */
+    while (a < b) {
+        const size_t mid = a + (b - a) / 2u;
+        if (p->holes[mid] < lo)
+            a = mid + 1u;
+        else
+            b = mid;
+    }
+    return a < p->n_holes && p->holes[a] == lo ? SIZE_MAX : lo;
 }
 
 pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,
                                   double *score) {
     if (policy == NULL || score == NULL) return PB_ERR_NULL;
-    const size_t r = rank_of(policy, pos);
-    if (r == SIZE_MAX) return PB_ERR_NOT_HELD;
+    const size_t col = column_of_pos(policy, pos);
+    if (col == SIZE_MAX) return PB_ERR_NOT_HELD;
     *score = pb__ring_window_score(policy->ring, policy->row_stride,
-                                   policy->obs_window, r);
+                                   policy->obs_window, col);
     return PB_OK;
 }
 

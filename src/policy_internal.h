@@ -8,7 +8,10 @@
  *   - the instance layout and its sizing (policy.c),
  *   - the observation ring, stored slot-major (window_ring.c),
  *   - pooling of window scores across neighbours (pooling.c),
- *   - selection of the k lowest keys (selection.c).
+ *   - selection of the k lowest keys (selection.c),
+ *   - the quantised window sums that let an evict skip most exact sums
+ *     (score_filter.c),
+ *   - the hot loops in one variant per instruction set (simd_kernels.c).
  * It does not own the budget arithmetic (pyramid_budget.c) or any public
  * declaration (pyramidkv.h).
  *
@@ -48,42 +51,115 @@ pb_status pb__config_resolve(const pb_kvcache_pyramidkv_params *params,
                              pb__config *out);
 
 /* ------------------------------------------------------------------------ */
+/* Hot loops (simd_kernels.c)                                               */
+
+#define PB__WEIGHT_BAD 1u /* NaN, infinite or negative (-0.0 is allowed) */
+#define PB__WEIGHT_BIG 2u /* at or above the filter's quantising limit */
+
+/* One variant of the hot loops. All variants give bit-identical results. */
+typedef struct pb__kernels {
+    const char *name; /* "generic", "avx2" or "avx512" */
+    /* out[j] = window score of column col + j, j = 0 .. n-1. */
+    void (*window_scores)(const float *ring, size_t row_stride,
+                          uint32_t obs_window, size_t col, size_t n,
+                          double *out);
+    /* row[j] = weights[j], and sums[j] += q(new) - q(old). */
+    void (*store_sums)(float *row, const float *weights, double *sums,
+                       size_t n, double scale);
+    /* sums[j] += q(src[j]); returns 1 if some src[j] is at or above the
+     * limit (bit pattern of a float). */
+    unsigned (*quantise_add)(const float *src, double *sums, size_t n,
+                             double scale, uint32_t limit);
+    /* PB__WEIGHT_BAD | PB__WEIGHT_BIG as they apply to w[0 .. n-1]. */
+    unsigned (*weight_flags)(const float *w, size_t n, uint32_t limit);
+    /* x[i] <- max(x[i], x[i+d]) for i + d < n. */
+    void (*widen)(double *x, size_t n, size_t d);
+    /* out[j] = max(x[j], y[j]), j < n; out may be neither x nor y. */
+    void (*max_of)(const double *x, const double *y, double *out, size_t n);
+    /* How many of x[0 .. n-1] are below t. */
+    size_t (*count_below)(const double *x, size_t n, double t);
+} pb__kernels;
+
+/* The fastest variant this CPU runs; the baseline one; and every variant
+ * this CPU runs (count returned, at most cap written) for tests. */
+const pb__kernels *pb__kernels_best(void);
+const pb__kernels *pb__kernels_generic(void);
+size_t pb__kernels_available(const pb__kernels **out, size_t cap);
+
+/* ------------------------------------------------------------------------ */
 /* The instance                                                             */
 
 /*
  * One policy instance. All arrays live in one block obtained at create.
  *
- * Held positions are numbered by their rank i (0 = oldest), which is also
- * their column in the observation ring. pos[] is dense by rank.
+ * Held positions are numbered by their rank i (0 = oldest). The ring is
+ * slot-major: row s (s = 0 .. obs_window-1) holds, for every ring column,
+ * the weight observed in ring slot s, at ring + s * row_stride. A decode
+ * step therefore writes one contiguous row (a copy of the weights), and a
+ * window score is the fold of one column over the rows. pos[] and the
+ * quantised sums are indexed by column too.
  *
- * The ring is slot-major: row s (s = 0 .. obs_window-1) holds, for every
- * column, the weight observed in ring slot s, at ring + s * row_stride. A
- * decode step therefore writes one contiguous row (a copy of the weights),
- * and a window score is the fold of one column over the rows.
+ * Columns and ranks differ only by holes: the columns of positions evicted
+ * by a cheap (filtered or streamed) evict stay in place, in the ring, in
+ * pos[] and in the sums, until max_holes of them have gathered, so that a
+ * few victims move nothing. holes[] lists them in ascending order; rank i
+ * lives in column pb__ring_column_of(i), and a hole keeps its old position
+ * in pos[], so pos[] stays ascending over all columns. Every other path
+ * (create, reset, a full evict) leaves no hole, so column == rank.
+ *
+ * Doors other than policy.c (the prefill door) may write pos, kept, slot
+ * and the ring directly, but only on an instance fresh from create or reset
+ * (no holes, sums_valid 0), and they must leave n_holes at 0 and sums_valid
+ * at 0; the engine rebuilds its sums when it next wants them.
  */
 struct pb_kvcache {
     pb__config cfg;
     size_t capacity;      /* cfg.capacity as size_t */
-    size_t kept;          /* positions held now, 1 .. capacity */
+    size_t kept;          /* positions held now, 0 .. capacity */
     uint32_t slot;        /* ring slot the next observed step writes */
     int fresh;            /* 1 after create or reset until the first
                              successful observe (the prefill door needs a
                              fresh instance) */
     uint32_t obs_window;  /* cfg.params.obs_window */
+    const pb__kernels *k; /* the hot loops, chosen at create */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */
-    size_t row_stride;    /* floats from one ring row to the next */
+    size_t row_stride;    /* floats from one ring row to the next, >=
+                             capacity + max_holes */
 
-    uint32_t *pos;        /* [capacity] held positions, ascending */
+    uint32_t *pos;        /* [capacity + max_holes] positions by column,
+                             ascending */
     float *ring;          /* [obs_window * row_stride] */
-    double *scores;       /* [capacity] evict scratch: window, then pooled
-                             scores by rank */
-    uint64_t *alive;      /* [ceil(capacity / 64)] evict scratch: survivor
-                             bitmap by rank */
+    double *scores;       /* [capacity + max_holes]: the quantised window
+                             sums by column while sums_valid, else evict
+                             scratch by rank (window, then pooled scores) */
+    uint64_t *alive;      /* [ceil((capacity + max_holes) / 64)] evict
+                             scratch: surviving columns */
+    size_t *holes;        /* [max_holes] dead columns, ascending */
+    size_t n_holes, max_holes;
     void *work;           /* pooling scratch, work_bytes */
     size_t work_bytes;
     size_t *hist;         /* [PB__HIST_BINS] selection histogram */
     void *prefill_scratch;       /* reserved for the prefill door */
     size_t prefill_scratch_bytes;
+
+    /* Evicts of a few victims (score_filter.c). */
+    int stream_ok;        /* the streaming path may be used: max pooling,
+                             half_kernel <= PB__DOUBLING_MAX_HALF */
+    int filter_ok;        /* the filter may be used: stream_ok and a small
+                             obs_window */
+    int sums_valid;       /* scores[] holds the quantised sums and every
+                             observe keeps them current */
+    double q_scale;       /* 2^q_shift: weight -> fixed point */
+    uint32_t q_limit_bits;/* bit pattern of the first float too large to
+                             quantise; such a weight drops the sums */
+    uint32_t gap;         /* observed steps since the last evict that
+                             chose victims */
+    struct pb__candidate *cands; /* [PB__FILTER_MAX_CANDIDATES] */
+    double *heap;         /* [PB__FILTER_MAX_NEEDED] */
+    uint32_t filter_wait; /* evicts to go before the sums are rebuilt */
+    uint32_t filter_backoff; /* the last wait imposed after a miss */
+    unsigned last_path;   /* how the last evict that chose victims went, a
+                             pb__path (read by white-box tests only) */
 
     pb_allocator allocator; /* resolved: never NULL functions */
     void *block;            /* what the allocator returned */
@@ -103,9 +179,9 @@ pb_status pb__prefill_scratch_bytes(size_t len, size_t *bytes);
 
 /* The sizes and offsets (from the aligned start) of an instance's block. */
 typedef struct pb__layout {
-    size_t row_stride;
-    size_t off_pos, off_ring, off_scores, off_alive, off_work, off_hist;
-    size_t off_prefill;
+    size_t row_stride, max_holes;
+    size_t off_pos, off_ring, off_scores, off_alive, off_holes, off_work;
+    size_t off_hist, off_prefill, off_cands, off_heap;
     size_t work_bytes, prefill_bytes;
     size_t span;  /* bytes from the aligned start to the end, whole lines */
     size_t total; /* bytes asked of the allocator: span + PB__ALIGN - 1 */
@@ -114,12 +190,59 @@ typedef struct pb__layout {
 /* The block for cfg; PB_OK or PB_ERR_TOO_LARGE if a size overflows. */
 pb_status pb__layout_of(const pb__config *cfg, pb__layout *out);
 
+/* The paths an evict can take (struct pb_kvcache.last_path). */
+enum pb__path {
+    PB__PATH_NONE = 0,     /* no evict has chosen victims since reset */
+    PB__PATH_FULL = 1,     /* full path */
+    PB__PATH_FILTERED = 2, /* filtered, victims' columns left as holes */
+    PB__PATH_FILTERED_COMPACTED = 3, /* filtered, then the ring compacted */
+    PB__PATH_STREAMED = 4,  /* streamed exact scores, victims left as holes */
+    PB__PATH_STREAMED_COMPACTED = 5 /* streamed, then the ring compacted */
+};
+
 /* ------------------------------------------------------------------------ */
 /* Observation ring (window_ring.c)                                         */
 
-/* Copies n weights into ring row `slot`, columns 0 .. n-1. */
+/* The ring column of rank `rank` given the sorted dead columns. */
+size_t pb__ring_column_of(const size_t *holes, size_t n_holes, size_t rank);
+
+/* A run of live columns: ranks [rank, rank + len) live in columns
+ * [col, col + len). */
+typedef struct pb__run {
+    size_t rank, col, len;
+} pb__run;
+
+/* Walks the runs covering ranks 0 .. n-1 in order: start from a zeroed
+ * pb__runs and call pb__run_next until it returns 0. */
+typedef struct pb__runs {
+    size_t rank, col, hole;
+} pb__runs;
+
+/* An iterator positioned at rank `rank`, for pb__run_next with n > rank. */
+pb__runs pb__runs_at(const size_t *holes, size_t n_holes, size_t rank);
+
+static inline int pb__run_next(pb__runs *it, const size_t *holes,
+                               size_t n_holes, size_t n, pb__run *out) {
+    if (it->rank >= n) return 0;
+    while (it->hole < n_holes && holes[it->hole] == it->col) {
+        it->col += 1u;
+        it->hole += 1u;
+    }
+    size_t len = n - it->rank;
+    if (it->hole < n_holes && holes[it->hole] - it->col < len)
+        len = holes[it->hole] - it->col;
+    out->rank = it->rank;
+    out->col = it->col;
+    out->len = len;
+    it->rank += len;
+    it->col += len;
+    return 1;
+}
+
+/* Copies n weights (by rank) into ring row `slot`. */
 void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
-                        const float *weights, size_t n);
+                        const float *weights, size_t n, const size_t *holes,
+                        size_t n_holes);
 
 /* Zeroes column `col` in every row. */
 void pb__ring_clear_column(float *ring, size_t row_stride,
@@ -130,15 +253,68 @@ void pb__ring_clear_column(float *ring, size_t row_stride,
 double pb__ring_window_score(const float *ring, size_t row_stride,
                              uint32_t obs_window, size_t col);
 
-/* out[j] = pb__ring_window_score(col j) for j = 0 .. n-1, bit for bit. */
-void pb__ring_window_scores(const float *ring, size_t row_stride,
-                            uint32_t obs_window, size_t n, double *out);
+/* out[i] = the window score of rank i, i = 0 .. n-1, bit for bit as
+ * pb__ring_window_score (computed by k->window_scores). */
+void pb__ring_window_scores(const pb__kernels *k, const float *ring,
+                            size_t row_stride, uint32_t obs_window, size_t n,
+                            const size_t *holes, size_t n_holes, double *out);
+
+/* out[j] = the window score of rank first + j, j = 0 .. count-1. */
+void pb__ring_window_scores_range(const pb__kernels *k, const float *ring,
+                                  size_t row_stride, uint32_t obs_window,
+                                  const size_t *holes, size_t n_holes,
+                                  size_t first, size_t count, double *out);
 
 /* Moves, in every row, the columns whose bit is set in alive[] (bits
- * 0 .. n-1; no bit at or above n may be set) to the front, keeping their
- * order. */
+ * 0 .. n_cols-1; no bit at or above n_cols may be set) to the front,
+ * keeping their order. */
 void pb__ring_compact(float *ring, size_t row_stride, uint32_t obs_window,
-                      const uint64_t *alive, size_t n);
+                      const uint64_t *alive, size_t n_cols);
+
+/* The same for one array of n_cols elements of elem_size bytes. */
+void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
+                         size_t n_cols);
+
+/* ------------------------------------------------------------------------ */
+/* Evicts of a few victims (score_filter.c)                                 */
+
+/* The filtered and the streaming paths take at most this many victims ... */
+#define PB__FILTER_MAX_NEEDED ((size_t)32)
+/* ... and as long as no more candidates than this need exact scores. */
+#define PB__FILTER_MAX_CANDIDATES ((size_t)128)
+
+struct pb__candidate {
+    size_t rank;
+    double value; /* the window max of the sums, then the exact pooled */
+};
+
+/* Sets stream_ok, filter_ok, q_scale and q_limit_bits for the instance's
+ * params. */
+void pb__filter_configure(pb_kvcache *p);
+
+/* Recomputes the sums of every held rank from the ring. Returns 1 if every
+ * weight could be quantised (the sums are valid), 0 if not. */
+int pb__filter_rebuild(pb_kvcache *p);
+
+/* pb__ring_store_row that also brings the sums of the held ranks up to
+ * date; every weight must be below the quantising limit. */
+void pb__filter_store_row(pb_kvcache *p, const float *weights, size_t n);
+
+/* Chooses the `needed` victims among ranks 0 .. evictable-1 from the sums,
+ * recomputing exact window scores only where the sums cannot decide.
+ * On success writes the victims' ranks, ascending, to ranks[0 .. needed-1]
+ * and returns 1; returns 0 when deciding this way would cost more than the
+ * full path (the caller then takes it). Reads the instance only. */
+int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
+                      size_t *ranks);
+
+/* Chooses the `needed` victims among ranks 0 .. evictable-1 from exact
+ * window scores computed a block at a time (max pooling, half_kernel <=
+ * PB__DOUBLING_MAX_HALF), keeping only the best `needed` so far: no
+ * scratch array, so the sums survive. Writes the ranks ascending to
+ * ranks[0 .. needed-1]. O(held * obs_window). */
+void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
+                       size_t *ranks);
 
 /* ------------------------------------------------------------------------ */
 /* Pooling (pooling.c)                                                      */
@@ -153,6 +329,22 @@ size_t pb__pool_work_bytes(uint32_t pool_kernel, size_t n_max);
  * beyond. work: pb__pool_work_bytes(2h+1, n) bytes, 8-aligned. */
 void pb__pool_max(double *x, size_t n, size_t h, void *work,
                   size_t work_bytes);
+
+/* The half-width up to which max pooling doubles instead of queueing. */
+#define PB__DOUBLING_MAX_HALF ((size_t)15)
+
+/* out[k] = max of x[max(0, i-h) .. min(n-1, i+h)] for i = i0 + k,
+ * k = 0 .. m-1, leaving x alone; h <= PB__DOUBLING_MAX_HALF, and buf holds
+ * m + 2h doubles. The same arithmetic as pb__pool_max, a block at a time. */
+void pb__window_max_block(const double *x, size_t n, size_t h, size_t i0,
+                          size_t m, double *buf, double *out);
+
+/* pb__window_max_block on a span the caller no longer needs: x[0 .. len-1]
+ * holds ranks lo .. lo+len-1 (lo = max(0, i0-h), the span reaching h past
+ * the block or to the end), the block starts at x[off], and x is
+ * overwritten. */
+void pb__window_max_span(const pb__kernels *k, double *x, size_t len,
+                         size_t h, size_t off, size_t m, double *out);
 
 /* x[i] <- (0.0 + x[lo] + ... + x[hi]) / kernel, lo = max(0, i-h),
  * hi = min(n-1, i+h), summed in ascending order: the out-of-range

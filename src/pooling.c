@@ -25,9 +25,6 @@
 
 #include "policy_internal.h"
 
-/* The largest half-width pooled by doubling; at most 5 passes. */
-#define PB__DOUBLING_MAX_HALF ((size_t)15)
-
 typedef struct pool_entry {
     double value;
     size_t index;
@@ -99,6 +96,36 @@ static void pool_max_queue(double *x, size_t n, size_t h, pool_entry *q,
         }
         if (j >= h) x[i] = q[head].value; /* x[i] is never read again */
     }
+}
+
+void pb__window_max_span(const pb__kernels *k, double *x, size_t len,
+                         size_t h, size_t off, size_t m, double *out) {
+    assert(h <= PB__DOUBLING_MAX_HALF && off + m <= len);
+    /* As in pool_max_doubling: afterwards x[j] covers [j, j+h] of the span,
+     * clamped at its end, which no window of the block reaches past unless
+     * the span ends where the ranks do. */
+    const size_t span = h + 1u;
+    size_t cover = 1u;
+    while (cover * 2u <= span) {
+        k->widen(x, len, cover);
+        cover *= 2u;
+    }
+    if (cover < span) k->widen(x, len, span - cover);
+    /* The span starts at max(0, i0-h), so the left end of block element
+     * j's window, clamped at 0, is at max(0, off + j - h) in the span. */
+    size_t j = 0;
+    for (; j < m && off + j < h; ++j) out[j] = max2(x[0], x[off + j]);
+    if (j < m) k->max_of(x + off + j - h, x + off + j, out + j, m - j);
+}
+
+void pb__window_max_block(const double *x, size_t n, size_t h, size_t i0,
+                          size_t m, double *buf, double *out) {
+    assert(h <= PB__DOUBLING_MAX_HALF && i0 + m <= n);
+    const size_t lo = i0 >= h ? i0 - h : 0u;
+    const size_t hi = n - (i0 + m) > h ? i0 + m + h : n; /* [lo, hi) */
+    memcpy(buf, x + lo, (hi - lo) * sizeof *buf);
+    pb__window_max_span(pb__kernels_generic(), buf, hi - lo, h, i0 - lo, m,
+                        out);
 }
 
 void pb__pool_max(double *x, size_t n, size_t h, void *work,

@@ -3,29 +3,56 @@
  * one column per held position (see struct pb_kvcache).
  *
  * Owns the row store of a decode step, clearing a new column, the exact
- * window scores and the compaction of rows after an evict. It knows nothing
- * of positions, budgets or pooling.
+ * window scores, the rank -> column map (ranks skip the dead columns a
+ * filtered evict leaves behind) and the compaction of rows. It knows
+ * nothing of positions, budgets or pooling.
  *
  * Why slot-major: a decode step writes the same slot for every held
  * position, so in this layout it is one contiguous copy; and the window
  * scores of many columns are computed row by row with independent
- * accumulators per column, which vectorises across columns while each
- * column is still summed in exactly the defined order (0.0, then slot 0, 1,
- * ..., obs_window-1). The result is bit-identical to a plain scalar fold on
- * every code path, because no column's additions are ever reordered.
+ * accumulators per column (simd_kernels.c), which vectorises across columns
+ * while each column is still summed in exactly the defined order (0.0, then
+ * slot 0, 1, ..., obs_window-1). The result is bit-identical to a plain
+ * scalar fold on every code path, because no column's additions are ever
+ * reordered.
  */
 #include <assert.h>
 #include <string.h>
 
 #include "policy_internal.h"
 
-/* Columns summed together: the accumulators (2 KiB) stay in L1. */
-#define PB__SCORE_BLOCK 256u
+size_t pb__ring_column_of(const size_t *holes, size_t n_holes, size_t rank) {
+    /* holes[k] - k does not decrease with k; rank r skips every hole with
+     * holes[k] - k <= r. Binary search for how many those are. */
+    size_t lo = 0, hi = n_holes;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (holes[mid] - mid <= rank)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return rank + lo;
+}
+
+pb__runs pb__runs_at(const size_t *holes, size_t n_holes, size_t rank) {
+    /* The holes before rank's column are exactly those counted by
+     * pb__ring_column_of. */
+    const size_t col = pb__ring_column_of(holes, n_holes, rank);
+    pb__runs it = {rank, col, col - rank};
+    return it;
+}
 
 void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
-                        const float *weights, size_t n) {
-    assert(n <= row_stride);
-    memcpy(ring + (size_t)slot * row_stride, weights, n * sizeof *weights);
+                        const float *weights, size_t n, const size_t *holes,
+                        size_t n_holes) {
+    float *row = ring + (size_t)slot * row_stride;
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, holes, n_holes, n, &run)) {
+        assert(run.col + run.len <= row_stride);
+        memcpy(row + run.col, weights + run.rank, run.len * sizeof *weights);
+    }
 }
 
 void pb__ring_clear_column(float *ring, size_t row_stride,
@@ -43,18 +70,26 @@ double pb__ring_window_score(const float *ring, size_t row_stride,
     return sum;
 }
 
-void pb__ring_window_scores(const float *ring, size_t row_stride,
-                            uint32_t obs_window, size_t n, double *out) {
-    double acc[PB__SCORE_BLOCK];
-    for (size_t c = 0; c < n; c += PB__SCORE_BLOCK) {
-        const size_t m = n - c < PB__SCORE_BLOCK ? n - c : PB__SCORE_BLOCK;
-        for (size_t k = 0; k < m; ++k) acc[k] = 0.0;
-        for (uint32_t s = 0; s < obs_window; ++s) {
-            const float *row = ring + (size_t)s * row_stride + c;
-            for (size_t k = 0; k < m; ++k) acc[k] += (double)row[k];
-        }
-        memcpy(out + c, acc, m * sizeof *acc);
-    }
+void pb__ring_window_scores(const pb__kernels *k, const float *ring,
+                            size_t row_stride, uint32_t obs_window, size_t n,
+                            const size_t *holes, size_t n_holes,
+                            double *out) {
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, holes, n_holes, n, &run))
+        k->window_scores(ring, row_stride, obs_window, run.col, run.len,
+                         out + run.rank);
+}
+
+void pb__ring_window_scores_range(const pb__kernels *k, const float *ring,
+                                  size_t row_stride, uint32_t obs_window,
+                                  const size_t *holes, size_t n_holes,
+                                  size_t first, size_t count, double *out) {
+    pb__runs it = pb__runs_at(holes, n_holes, first);
+    pb__run run;
+    while (pb__run_next(&it, holes, n_holes, first + count, &run))
+        k->window_scores(ring, row_stride, obs_window, run.col, run.len,
+                         out + (run.rank - first));
 }
 
 /* Index of the lowest set bit of v != 0. */
@@ -69,8 +104,10 @@ static unsigned lowest_bit(uint64_t v) {
 #endif
 }
 
-/* Copies the set columns of one row to its front; returns their count. */
-static size_t compact_row(float *row, const uint64_t *alive, size_t n) {
+/* Copies the set columns of one array of elem-byte elements to its front;
+ * returns their count. */
+static size_t compact_row(unsigned char *row, size_t elem,
+                          const uint64_t *alive, size_t n) {
     size_t w = 0;
     const size_t words = (n + 63u) / 64u;
     for (size_t wi = 0; wi < words; ++wi) {
@@ -83,7 +120,8 @@ static size_t compact_row(float *row, const uint64_t *alive, size_t n) {
             const unsigned end = rest == 0u ? 64u : start + lowest_bit(rest);
             const size_t len = (size_t)(end - start);
             if (w != base + start)
-                memmove(row + w, row + base + start, len * sizeof *row);
+                memmove(row + w * elem, row + (base + start) * elem,
+                        len * elem);
             w += len;
             bits = end < 64u ? bits & ~((UINT64_C(1) << end) - 1u) : 0u;
         }
@@ -92,7 +130,13 @@ static size_t compact_row(float *row, const uint64_t *alive, size_t n) {
 }
 
 void pb__ring_compact(float *ring, size_t row_stride, uint32_t obs_window,
-                      const uint64_t *alive, size_t n) {
+                      const uint64_t *alive, size_t n_cols) {
     for (uint32_t s = 0; s < obs_window; ++s)
-        (void)compact_row(ring + (size_t)s * row_stride, alive, n);
+        (void)compact_row((unsigned char *)(ring + (size_t)s * row_stride),
+                          sizeof *ring, alive, n_cols);
+}
+
+void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
+                         size_t n_cols) {
+    (void)compact_row((unsigned char *)array, elem_size, alive, n_cols);
 }

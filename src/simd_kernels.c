@@ -1,0 +1,222 @@
+/*
+ * simd_kernels.c - the engine's hot loops, compiled once for the baseline
+ * instruction set and again for AVX2 and AVX-512 where the compiler can
+ * (GCC or clang on x86), with the variant chosen per instance at create
+ * from what the CPU offers.
+ *
+ * It owns only these loops (exact window scores of a run of columns, the
+ * step that stores a row and updates the quantised sums, the rebuild of
+ * those sums, the weight check, the max-widening and combining passes of
+ * pooling, a count of scores below a bound) and the choice among their
+ * variants. It knows nothing of policy rules.
+ *
+ * Why this is safe for exactness: every variant is the same C function body
+ * (an always-inlined static function) compiled for a different target, and
+ * every loop vectorises across positions, never within one position's fold:
+ * each lane performs exactly the scalar sequence of IEEE operations of its
+ * position (conversions float -> double are exact; the sums add in ring-slot
+ * order; max and compares never round). So the variants agree bit for bit,
+ * which the white-box tests check by running every evict path under each
+ * variant the machine supports against the reference model.
+ *
+ * Define PB_NO_SIMD to build the baseline variant only.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "policy_internal.h"
+
+#if !defined(PB_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(__i386__))
+#define PB__X86_VARIANTS 1
+#define PB__INLINE static inline __attribute__((always_inline))
+#else
+#define PB__X86_VARIANTS 0
+#define PB__INLINE static inline
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Bodies                                                                   */
+
+/* Columns whose accumulators stay in registers while the rows go by. */
+#define PB__GROUP_MAX 32u
+
+PB__INLINE void scores_body(const float *ring, size_t row_stride,
+                            uint32_t obs_window, size_t col, size_t n,
+                            double *out, const size_t group) {
+    size_t c = 0;
+    /* A last group may run past the n columns wanted as long as it stays
+     * inside the row (the ring is zeroed at create, so those cells hold
+     * finite values); the extra lanes are dropped. */
+    for (; c < n && col + c + group <= row_stride; c += group) {
+        double acc[PB__GROUP_MAX];
+        for (size_t k = 0; k < group; ++k) acc[k] = 0.0;
+        const float *row = ring + col + c;
+        for (uint32_t s = 0; s < obs_window; ++s, row += row_stride)
+            for (size_t k = 0; k < group; ++k) acc[k] += (double)row[k];
+        const size_t keep = n - c < group ? n - c : group;
+        for (size_t k = 0; k < keep; ++k) out[c + k] = acc[k];
+    }
+    for (; c < n; ++c) {
+        double sum = 0.0;
+        const float *cell = ring + col + c;
+        for (uint32_t s = 0; s < obs_window; ++s, cell += row_stride)
+            sum += (double)*cell;
+        out[c] = sum;
+    }
+}
+
+/* See score_filter.c for why this rounds to an exact integer. */
+PB__INLINE double quantise(double scale, float w) {
+    return ((double)w * scale + 0x1p52) - 0x1p52;
+}
+
+PB__INLINE void store_sums_body(float *restrict row,
+                                const float *restrict weights,
+                                double *restrict sums, size_t n,
+                                double scale) {
+    for (size_t j = 0; j < n; ++j) {
+        const float old = row[j], w = weights[j];
+        row[j] = w;
+        sums[j] += quantise(scale, w) - quantise(scale, old);
+    }
+}
+
+PB__INLINE unsigned quantise_add_body(const float *restrict src,
+                                      double *restrict sums, size_t n,
+                                      double scale, uint32_t limit) {
+    uint32_t big = 0u;
+    for (size_t j = 0; j < n; ++j) {
+        uint32_t b;
+        memcpy(&b, src + j, sizeof b);
+        big |= (uint32_t)((b & UINT32_C(0x7FFFFFFF)) >= limit);
+        sums[j] += quantise(scale, src[j]);
+    }
+    return big != 0u;
+}
+
+PB__INLINE unsigned weight_flags_body(const float *w, size_t n,
+                                      uint32_t limit) {
+    uint32_t bad = 0u, big = 0u;
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t b;
+        memcpy(&b, w + i, sizeof b);
+        /* Above the largest finite positive: +inf, NaN or negative. */
+        bad |= (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
+               (uint32_t)(b != UINT32_C(0x80000000));
+        big |= (uint32_t)((b & UINT32_C(0x7FFFFFFF)) >= limit);
+    }
+    return (bad ? PB__WEIGHT_BAD : 0u) | (big ? PB__WEIGHT_BIG : 0u);
+}
+
+/* x[i] <- max(x[i], x[i+d]) for i + d < n, ascending. */
+PB__INLINE void widen_body(double *x, size_t n, size_t d) {
+    if (d >= n) return;
+    const size_t m = n - d;
+    for (size_t i = 0; i < m; ++i) {
+        const double a = x[i], b = x[i + d];
+        x[i] = a < b ? b : a;
+    }
+}
+
+/* out[j] = max(x[j], y[j]) for j < n. */
+PB__INLINE void max_of_body(const double *x, const double *y, double *out,
+                            size_t n) {
+    for (size_t j = 0; j < n; ++j) {
+        const double a = x[j], b = y[j];
+        out[j] = a < b ? b : a;
+    }
+}
+
+/* How many of x[0 .. n-1] are below t. */
+PB__INLINE size_t count_below_body(const double *x, size_t n, double t) {
+    size_t c = 0;
+    for (size_t j = 0; j < n; ++j) c += (size_t)(x[j] < t);
+    return c;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Variants                                                                 */
+
+#define PB__DEFINE_VARIANT(suffix, attr, group)                               \
+    attr static void scores_##suffix(const float *ring, size_t row_stride,   \
+                                     uint32_t obs_window, size_t col,         \
+                                     size_t n, double *out) {                 \
+        scores_body(ring, row_stride, obs_window, col, n, out, group);        \
+    }                                                                         \
+    attr static void store_sums_##suffix(float *row, const float *weights,    \
+                                         double *sums, size_t n,              \
+                                         double scale) {                      \
+        store_sums_body(row, weights, sums, n, scale);                        \
+    }                                                                         \
+    attr static unsigned quantise_add_##suffix(                               \
+        const float *src, double *sums, size_t n, double scale,               \
+        uint32_t limit) {                                                     \
+        return quantise_add_body(src, sums, n, scale, limit);                 \
+    }                                                                         \
+    attr static unsigned weight_flags_##suffix(const float *w, size_t n,      \
+                                               uint32_t limit) {              \
+        return weight_flags_body(w, n, limit);                                \
+    }                                                                         \
+    attr static void widen_##suffix(double *x, size_t n, size_t d) {          \
+        widen_body(x, n, d);                                                  \
+    }                                                                         \
+    attr static void max_of_##suffix(const double *x, const double *y,        \
+                                     double *out, size_t n) {                 \
+        max_of_body(x, y, out, n);                                            \
+    }                                                                         \
+    attr static size_t count_below_##suffix(const double *x, size_t n,        \
+                                            double t) {                       \
+        return count_below_body(x, n, t);                                     \
+    }                                                                         \
+    static const pb__kernels kernels_##suffix = {                             \
+        #suffix,           scores_##suffix,       store_sums_##suffix,        \
+        quantise_add_##suffix, weight_flags_##suffix, widen_##suffix,         \
+        max_of_##suffix,   count_below_##suffix};
+
+/* 16 accumulators: 8 SSE2 registers. */
+PB__DEFINE_VARIANT(generic, , 16u)
+
+#if PB__X86_VARIANTS
+/* 16 accumulators: 4 AVX registers. */
+PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u)
+/* 32 accumulators: 4 AVX-512 registers. */
+PB__DEFINE_VARIANT(avx512,
+                   __attribute__((target(
+                       "avx512f,avx512vl,avx512dq,avx512bw,"
+                       "prefer-vector-width=512"))),
+                   32u)
+#endif
+
+const pb__kernels *pb__kernels_generic(void) { return &kernels_generic; }
+
+const pb__kernels *pb__kernels_best(void) {
+#if PB__X86_VARIANTS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw"))
+        return &kernels_avx512;
+    if (__builtin_cpu_supports("avx2")) return &kernels_avx2;
+#endif
+    return &kernels_generic;
+}
+
+size_t pb__kernels_available(const pb__kernels **out, size_t cap) {
+    size_t n = 0;
+    if (n < cap) out[n] = &kernels_generic;
+    ++n;
+#if PB__X86_VARIANTS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+        if (n < cap) out[n] = &kernels_avx2;
+        ++n;
+    }
+    if (pb__kernels_best() == &kernels_avx512) {
+        if (n < cap) out[n] = &kernels_avx512;
+        ++n;
+    }
+#endif
+    return n;
+}

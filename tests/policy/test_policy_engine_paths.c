@@ -1,0 +1,297 @@
+/*
+ * test_policy_engine_paths.c - white-box tests of the engine: compiled with
+ * the engine's sources (not the installed library) so that it can read the
+ * instance and call the pb__ modules.
+ *
+ *   - selection, pooling (doubling and queue), the block window max and the
+ *     rank -> column map against naive versions;
+ *   - every evict path (full; filtered and streamed, each with and without
+ *     the ring compaction; a filter miss falling back to streaming; the
+ *     sums dropped by a large weight and rebuilt) on decode-like workloads,
+ *     where the engine as shipped, the engine with the filter switched off,
+ *     the engine with only the full path, and tests/reference_model must
+ *     agree on every victim and every window score; the run fails if any
+ *     path was never taken.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "policy_internal.h"
+#include "reference_model.h"
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t next64(rng *r) {
+    uint64_t z = (r->s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static uint32_t below(rng *r, uint32_t n) { return (uint32_t)(next64(r) % n); }
+static double unit(rng *r) { return (double)(next64(r) >> 11) * 0x1p-53; }
+
+static int same_double(double a, double b) {
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Modules against naive versions                                           */
+
+static void selection_matches_naive(void **state) {
+    (void)state;
+    rng r = {1};
+    static double keys[300];
+    static unsigned char naive[300];
+    size_t hist[PB__HIST_BINS];
+    for (int trial = 0; trial < 3000; ++trial) {
+        const size_t n = 1 + below(&r, 300);
+        const uint32_t style = below(&r, 4);
+        for (size_t i = 0; i < n; ++i) {
+            if (style == 0) keys[i] = unit(&r);
+            if (style == 1) keys[i] = (double)below(&r, 4) * .25;
+            if (style == 2) keys[i] = ldexp(unit(&r), -(int)below(&r, 1000));
+            if (style == 3) keys[i] = below(&r, 2) ? 0.0 : 1e300 * unit(&r);
+        }
+        const size_t k = below(&r, (uint32_t)n + 1);
+        /* Naive: k times the lowest not yet taken, ties to the lower. */
+        memset(naive, 0, n);
+        for (size_t v = 0; v < k; ++v) {
+            size_t best = n;
+            for (size_t i = 0; i < n; ++i)
+                if (!naive[i] && (best == n || keys[i] < keys[best])) best = i;
+            naive[best] = 1;
+        }
+        pb__cut cut;
+        pb__select_lowest(keys, n, k, hist, &cut);
+        for (size_t i = 0; i < n; ++i)
+            assert_int_equal(pb__cut_takes(&cut, pb__key_bits(keys[i])),
+                             naive[i]);
+    }
+}
+
+static void pooling_matches_naive(void **state) {
+    (void)state;
+    rng r = {2};
+    static double x[200], y[200], want[200];
+    static unsigned char work[200 * 16];
+    for (int trial = 0; trial < 4000; ++trial) {
+        const size_t n = 1 + below(&r, 200);
+        const size_t h = below(&r, 4) ? below(&r, 16) : below(&r, 120);
+        const uint32_t kernel = (uint32_t)(2 * h + 1);
+        for (size_t i = 0; i < n; ++i)
+            x[i] = below(&r, 3) ? (double)below(&r, 5) : unit(&r);
+        const int avg = (int)below(&r, 2);
+        for (size_t i = 0; i < n; ++i) {
+            const size_t lo = i >= h ? i - h : 0;
+            const size_t hi = i + h < n - 1 ? i + h : n - 1;
+            double acc = avg ? 0.0 : x[lo];
+            for (size_t j = avg ? lo : lo + 1; j <= hi; ++j)
+                acc = avg ? acc + x[j] : (x[j] > acc ? x[j] : acc);
+            want[i] = avg ? acc / (double)kernel : acc;
+        }
+        memcpy(y, x, n * sizeof *x);
+        const size_t wb = pb__pool_work_bytes(kernel, n);
+        assert_true(wb <= sizeof work);
+        if (avg)
+            pb__pool_avg(y, n, h, kernel, work, wb);
+        else
+            pb__pool_max(y, n, h, work, wb);
+        for (size_t i = 0; i < n; ++i) assert_true(same_double(y[i], want[i]));
+        if (!avg && h <= PB__DOUBLING_MAX_HALF) {
+            const size_t i0 = below(&r, (uint32_t)n);
+            const size_t m = 1 + below(&r, (uint32_t)(n - i0));
+            double buf[200 + 2 * PB__DOUBLING_MAX_HALF], out[200];
+            pb__window_max_block(x, n, h, i0, m, buf, out);
+            for (size_t k = 0; k < m; ++k)
+                assert_true(same_double(out[k], want[i0 + k]));
+        }
+    }
+}
+
+static void column_map_matches_walk(void **state) {
+    (void)state;
+    rng r = {3};
+    size_t holes[40];
+    for (int trial = 0; trial < 2000; ++trial) {
+        const size_t n_cols = 1 + below(&r, 120);
+        size_t nh = 0;
+        for (size_t c = 0; c < n_cols && nh < 40; ++c)
+            if (below(&r, 4) == 0) holes[nh++] = c;
+        const size_t ranks = n_cols - nh;
+        size_t rank = 0, h = 0;
+        for (size_t c = 0; c < n_cols; ++c) {
+            if (h < nh && holes[h] == c) {
+                ++h;
+                continue;
+            }
+            assert_int_equal(pb__ring_column_of(holes, nh, rank), c);
+            ++rank;
+        }
+        assert_int_equal(rank, ranks);
+        /* The runs cover the same columns. */
+        pb__runs it = {0, 0, 0};
+        pb__run run;
+        size_t covered = 0;
+        while (pb__run_next(&it, holes, nh, ranks, &run)) {
+            for (size_t j = 0; j < run.len; ++j)
+                assert_int_equal(pb__ring_column_of(holes, nh, run.rank + j),
+                                 run.col + j);
+            covered += run.len;
+        }
+        assert_int_equal(covered, ranks);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The evict paths on decode-like workloads                                 */
+
+static unsigned long paths[6], misses, big_drops, rebuilt;
+
+typedef struct trio {
+    pb_kvcache *fast;   /* the engine as shipped */
+    pb_kvcache *stream; /* the same with the filter switched off */
+    pb_kvcache *full;   /* the same with only the full path */
+    ref_policy ref;
+} trio;
+
+static float decode_weight(rng *r, int style, size_t i, size_t n) {
+    switch (style) {
+    case 0: /* softmax-like: sinks, a few heavy hitters, a light tail */
+        if (i < 4) return (float)(.05 + .05 * unit(r));
+        return below(r, 50) == 0 ? (float)(.02 * unit(r))
+                                 : (float)(unit(r) * 2e-4);
+    case 1: return (float)unit(r) / (float)n;
+    case 2: return (float)below(r, 3) * .125f; /* ties */
+    case 3: return below(r, 3) ? 0.0f : (float)unit(r);
+    default: /* now and then a weight the sums cannot take */
+        return below(r, 4000) == 0 ? 20.0f + (float)unit(r)
+                                   : (float)unit(r) * 1e-3f;
+    }
+}
+
+static void compare_scores(trio *t, rng *r) {
+    const size_t n = t->ref.kept;
+    assert_int_equal(pb_kvcache_kept_count(t->fast), n);
+    assert_int_equal(pb_kvcache_kept_count(t->stream), n);
+    assert_int_equal(pb_kvcache_kept_count(t->full), n);
+    for (int q = 0; q < 6 && n > 0; ++q) {
+        const uint32_t pos = t->ref.pos[below(r, (uint32_t)n)];
+        double a, b, c, d;
+        assert_int_equal(pb_kvcache_window_score(t->fast, pos, &a), PB_OK);
+        assert_int_equal(pb_kvcache_window_score(t->stream, pos, &d), PB_OK);
+        assert_int_equal(pb_kvcache_window_score(t->full, pos, &b), PB_OK);
+        assert_int_equal(ref_window_score(&t->ref, pos, &c), PB_OK);
+        assert_true(same_double(a, c));
+        assert_true(same_double(b, c));
+        assert_true(same_double(d, c));
+    }
+}
+
+static void run_decode(unsigned long seed) {
+    rng r = {seed * UINT64_C(0x9E3779B97F4A7C15) + 7};
+    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    p.budget = 40 + below(&r, 700);
+    p.recent_window = below(&r, 40);
+    p.obs_window = 1 + below(&r, below(&r, 4) ? 20 : 70);
+    p.pool_kernel = 1 + 2 * below(&r, 8);
+    pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+    const uint32_t max_cadence = 1 + below(&r, 12);
+    o.capacity = p.budget + max_cadence + 1;
+    const int style = (int)below(&r, 5);
+
+    trio t;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.fast), PB_OK);
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.stream),
+                     PB_OK);
+    t.stream->filter_ok = 0;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.full), PB_OK);
+    t.full->filter_ok = 0;
+    t.full->stream_ok = 0;
+    assert_int_equal(ref_create(&t.ref, &p, &o), PB_OK);
+
+    static float w[1024];
+    static uint32_t va[1024], vb[1024], vc[1024], vd[1024];
+    const uint32_t steps = 300 + below(&r, 1200);
+    uint32_t since = 0, cadence = 1 + below(&r, max_cadence);
+    for (uint32_t pos = 1; pos <= steps; ++pos) {
+        const size_t n = t.ref.kept;
+        for (size_t i = 0; i < n; ++i) w[i] = decode_weight(&r, style, i, n);
+        const int was_valid = t.fast->sums_valid;
+        assert_int_equal(pb_kvcache_observe(t.fast, pos, w, n), PB_OK);
+        assert_int_equal(pb_kvcache_observe(t.stream, pos, w, n), PB_OK);
+        assert_int_equal(pb_kvcache_observe(t.full, pos, w, n), PB_OK);
+        assert_int_equal(ref_observe(&t.ref, pos, w, n), PB_OK);
+        if (was_valid && !t.fast->sums_valid) ++big_drops;
+        if (++since < cadence && t.ref.kept < t.ref.capacity) continue;
+        since = 0;
+        if (below(&r, 20) == 0) cadence = 1 + below(&r, max_cadence);
+        const uint32_t ask = below(&r, 10) ? p.budget : below(&r, p.budget + 1);
+        size_t na = 0, nb = 0, nc = 0, nd = 0;
+        const int valid_before = t.fast->sums_valid;
+        assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 1024, &na), PB_OK);
+        assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 1024, &nd),
+                         PB_OK);
+        assert_int_equal(pb_kvcache_evict(t.full, ask, vb, 1024, &nb), PB_OK);
+        assert_int_equal(ref_evict(&t.ref, ask, vc, 1024, &nc), PB_OK);
+        assert_int_equal(na, nc);
+        assert_int_equal(nb, nc);
+        assert_int_equal(nd, nc);
+        assert_memory_equal(va, vc, nc * sizeof *va);
+        assert_memory_equal(vb, vc, nc * sizeof *vb);
+        assert_memory_equal(vd, vc, nc * sizeof *vd);
+        if (nc > 0) {
+            paths[t.fast->last_path] += 1;
+            paths[t.stream->last_path] += 1;
+            assert_int_equal(t.full->last_path, PB__PATH_FULL);
+            assert_true(t.stream->last_path != PB__PATH_FILTERED &&
+                        t.stream->last_path != PB__PATH_FILTERED_COMPACTED);
+            if (valid_before && (t.fast->last_path == PB__PATH_STREAMED ||
+                                 t.fast->last_path ==
+                                     PB__PATH_STREAMED_COMPACTED))
+                ++misses;
+            if (!valid_before && t.fast->sums_valid) ++rebuilt;
+        }
+        compare_scores(&t, &r);
+    }
+    pb_kvcache_destroy(t.fast);
+    pb_kvcache_destroy(t.stream);
+    pb_kvcache_destroy(t.full);
+    ref_destroy(&t.ref);
+}
+
+static void every_path_agrees(void **state) {
+    (void)state;
+    for (unsigned long s = 1; s <= 160; ++s) run_decode(s);
+    printf("evicts by path (two engines): full %lu, filtered %lu, "
+           "filtered+compacted %lu, streamed %lu, streamed+compacted %lu; "
+           "filter misses %lu; sums dropped by a large weight %lu, rebuilt "
+           "%lu\n",
+           paths[PB__PATH_FULL], paths[PB__PATH_FILTERED],
+           paths[PB__PATH_FILTERED_COMPACTED], paths[PB__PATH_STREAMED],
+           paths[PB__PATH_STREAMED_COMPACTED], misses, big_drops, rebuilt);
+    for (unsigned k = PB__PATH_FULL; k <= PB__PATH_STREAMED_COMPACTED; ++k)
+        assert_true(paths[k] > 0);
+    assert_true(misses > 0);
+    assert_true(big_drops > 0);
+    assert_true(rebuilt > 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(selection_matches_naive),
+        cmocka_unit_test(pooling_matches_naive),
+        cmocka_unit_test(column_map_matches_walk),
+        cmocka_unit_test(every_path_agrees),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
