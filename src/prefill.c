@@ -96,13 +96,19 @@ static int scratch_need(const pb_kvcache *p, size_t len, size_t *score_bytes,
     return 1;
 }
 
+/* Room for the candidates of the narrowed selection (choose_victims): a
+ * quarter of the prompt. A caller workspace always has it; the create-time
+ * reservation has what is left over, and without room the selection simply
+ * runs on every position. */
+static size_t candidate_bytes(size_t len) { return (len / 4u) * sizeof(double); }
+
 PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
                                                    size_t len, size_t *bytes) {
     if (policy == NULL || bytes == NULL) return PB_ERR_NULL;
     size_t score_bytes = 0, pool_bytes = 0;
     if (!scratch_need(policy, len, &score_bytes, &pool_bytes))
         return PB_ERR_TOO_LARGE;
-    *bytes = score_bytes + pool_bytes;
+    *bytes = score_bytes + pool_bytes + candidate_bytes(len);
     return PB_OK;
 }
 
@@ -246,28 +252,86 @@ static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
 /* Selection and the commit                                                 */
 
 /* The victims among positions 0 .. pl->eligible-1 as a cut applied in
- * ascending position order (pb__cut's rule, with one addition). Consistent
- * scope: the `needed` lowest pooled scores, ties to the lower position,
- * which is the engine's cut as it is. Reference scope: the paper keeps the
- * highest scores with ties to the lower position, so among the keys equal
- * to the threshold the victims are the last ones: the first
- * (equal - take_equal) are skipped. */
+ * ascending position order (pb__cut's rule, with two additions).
+ * Consistent scope: the `needed` lowest pooled scores, ties to the lower
+ * position, which is the engine's cut as it is. Reference scope: the paper
+ * keeps the highest scores with ties to the lower position, so among the
+ * keys equal to the threshold the victims are the last ones: the first
+ * (equal - take_equal) are skipped.
+ *
+ * Narrowing: usually few positions survive (2,048 of 32,768), so instead of
+ * running the radix selection over every key, a threshold `floor` is taken
+ * from a sample such that somewhat more keys than survive are at or above
+ * it; those candidates are copied out in position order and the selection
+ * runs on them alone. Every key below the floor is a victim. This is exact
+ * whenever at least `keep` keys reach the floor (then every survivor, and
+ * every key tied with the last survivor, is a candidate); otherwise, or
+ * when the candidates overflow their room, the selection runs on all keys.
+ * The result is the same either way; only the time differs. */
 typedef struct victim_cut {
-    pb__cut cut;
+    uint64_t floor; /* keys below it are victims; 0 when not narrowed */
+    pb__cut cut;    /* on the keys at or above the floor, in order */
     size_t skip_equal;
 } victim_cut;
 
+#define PREFILL_SAMPLE ((size_t)256)
+
+/* Copies the keys at or above a sampled floor to cand[] in index order;
+ * returns their count, or 0 when narrowing does not apply or fails. */
+static size_t narrow(pb_kvcache *p, const double *x, size_t n, size_t keep,
+                     double *cand, size_t cand_cap, uint64_t *floor_out) {
+    if (n < 8u * PREFILL_SAMPLE || keep == 0u || keep > cand_cap / 2u)
+        return 0;
+    /* Aim at 1.5 keep candidates: j of the sample's keys are at or above
+     * the floor when the (S - j) lowest are below it. */
+    double sample[PREFILL_SAMPLE];
+    for (size_t k = 0; k < PREFILL_SAMPLE; ++k)
+        sample[k] = x[(size_t)(((uint64_t)k * (uint64_t)n) / PREFILL_SAMPLE)];
+    const size_t j =
+        (size_t)(((uint64_t)keep * PREFILL_SAMPLE * 3u) / (2u * (uint64_t)n)) +
+        4u;
+    if (j >= PREFILL_SAMPLE) return 0;
+    pb__cut cut;
+    pb__select_lowest(sample, PREFILL_SAMPLE, PREFILL_SAMPLE - j, p->hist,
+                      &cut);
+    const uint64_t floor = cut.below; /* every unchosen sample key is >= */
+    size_t c = 0;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        cand[c] = x[i]; /* written always, kept only if it counts */
+        c += bits >= floor;
+        if (c == cand_cap) return 0; /* too many: not worth it */
+    }
+    if (c < keep) return 0; /* the floor was too high */
+    *floor_out = floor;
+    return c;
+}
+
 static void choose_victims(pb_kvcache *p, const prefill_plan *pl,
-                           const double *x, victim_cut *out) {
-    pb__select_lowest(x, pl->eligible, pl->needed, p->hist, &out->cut);
+                           const double *x, double *cand, size_t cand_cap,
+                           victim_cut *out) {
+    const size_t n = pl->eligible, keep = pl->eligible - pl->needed;
+    const double *keys = x;
+    size_t m = n, k = pl->needed;
+    out->floor = 0u;
+    const size_t c = narrow(p, x, n, keep, cand, cand_cap, &out->floor);
+    if (c > 0u) {
+        keys = cand;
+        m = c;
+        k = c - keep;
+    }
+    pb__select_lowest(keys, m, k, p->hist, &out->cut);
     out->skip_equal = 0;
     if (p->cfg.prefill_scope != (uint32_t)PB_PREFILL_REFERENCE ||
         out->cut.take_equal == 0u)
         return;
+    /* Keys equal to the cut are at or above the floor, so counting them
+     * among the selection's keys counts them all. */
     size_t equal = 0;
-    for (size_t i = 0; i < pl->eligible; ++i) {
+    for (size_t i = 0; i < m; ++i) {
         uint64_t bits;
-        memcpy(&bits, &x[i], sizeof bits);
+        memcpy(&bits, &keys[i], sizeof bits);
         equal += bits == out->cut.below;
     }
     assert(equal >= out->cut.take_equal);
@@ -330,11 +394,20 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
         scratch = p->prefill_scratch;
         scratch_bytes = p->prefill_scratch_bytes;
     }
-    if (scratch == NULL || scratch_bytes < score_bytes + pool_bytes)
+    /* A caller workspace must have room for the candidates too; the
+     * reservation lends whatever it has beyond the scores. */
+    const size_t needed_bytes =
+        score_bytes + pool_bytes +
+        (workspace != NULL ? candidate_bytes(len) : 0u);
+    if (scratch == NULL || scratch_bytes < needed_bytes)
         return PB_ERR_WORKSPACE;
     double *x = (double *)(void *)scratch;
     void *pool_work = pool_bytes ? (void *)(scratch + score_bytes) : p->work;
     const size_t pool_work_bytes = pool_bytes ? pool_bytes : p->work_bytes;
+    const size_t spare = scratch_bytes - score_bytes - pool_bytes;
+    double *cand = (double *)(void *)(scratch + score_bytes + pool_bytes);
+    size_t cand_cap = spare / sizeof(double);
+    if (cand_cap > len / 4u) cand_cap = len / 4u;
 
     prefill_plan pl;
     pl.rows = rows;
@@ -354,7 +427,7 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     if (score_rows(p, &pl, attn, x) != 0u) return PB_ERR_WEIGHT;
 
     /* Everything is checked: from here on the call cannot fail. */
-    victim_cut vc = {{UINT64_C(0), 0u}, 0u};
+    victim_cut vc = {UINT64_C(0), {UINT64_C(0), 0u}, 0u};
     if (pl.needed > 0u) {
         if (p->cfg.pool == (uint32_t)PB_POOL_AVG)
             pb__pool_avg(x, pl.scored, p->half_kernel,
@@ -363,7 +436,7 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
         else
             pb__pool_max(x, pl.scored, p->half_kernel, pool_work,
                          pool_work_bytes);
-        choose_victims(p, &pl, x, &vc);
+        choose_victims(p, &pl, x, cand, cand_cap, &vc);
     }
     /* The cut applied in ascending position order; past the eligible
      * positions everything is kept. */
@@ -373,7 +446,9 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
         uint64_t bits;
         memcpy(&bits, &x[i], sizeof bits);
         int victim = bits < vc.cut.below;
-        if (bits == vc.cut.below) {
+        if (bits < vc.floor) {
+            victim = 1; /* below the narrowed selection's floor */
+        } else if (bits == vc.cut.below) {
             if (skip > 0u) {
                 --skip;
             } else if (take > 0u) {

@@ -72,13 +72,15 @@ PB_API pb_status pb_kvcache_head_reduce(const float *attn, size_t heads,
 
 /* The exact number of bytes of workspace pb_kvcache_prefill needs on this
  * instance for a prompt of `len` positions, written to *bytes: one double
- * per position (8 * len), plus 16 * min(pool_kernel, len) for pooling only
- * when pool_kernel exceeds both the instance's capacity and len (otherwise
- * the instance's own pooling scratch serves). A workspace of exactly this
- * size is enough; one byte less is refused with PB_ERR_WORKSPACE. Instances
- * with the same pool_kernel (or a kernel within their capacity, the usual
- * case) need the same size, so one workspace sized for the longest prompt
- * serves every instance of a model, compressed one after another.
+ * per position for the scores (8 * len), one double per four positions for
+ * the candidates of the selection (8 * floor(len / 4)), plus
+ * 16 * min(pool_kernel, len) for pooling only when pool_kernel exceeds both
+ * the instance's capacity and len (otherwise the instance's own pooling
+ * scratch serves). A workspace of exactly this size is enough; one byte
+ * less is refused with PB_ERR_WORKSPACE. Instances with the same
+ * pool_kernel (or a kernel within their capacity, the usual case) need the
+ * same size, so one workspace sized for the longest prompt serves every
+ * instance of a model, compressed one after another.
  *
  * Returns PB_OK; PB_ERR_NULL if policy or bytes is NULL; PB_ERR_TOO_LARGE if
  * len is above UINT32_MAX or the size does not fit in size_t. No
@@ -137,7 +139,9 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  * Scratch. workspace (PB_PREFILL_WORKSPACE_ALIGN-aligned, at least
  * pb_kvcache_prefill_workspace_size(policy, len) bytes) is used if not
  * NULL; otherwise the scratch reserved at create for
- * options.prefill_max_len positions is used (8 bytes per position; a
+ * options.prefill_max_len positions is used (8 bytes per position, enough
+ * for any prompt up to that length; the selection then runs over every
+ * position, which gives the same result a little more slowly, and a
  * pool_kernel above the capacity needs a caller workspace for prompts
  * longer than the capacity). The memory never holds len x obs_window values: the
  * scratch is O(len), and only the survivors' records are stored in the
@@ -166,8 +170,9 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  * unspecified afterwards.
  *
  * Cost: one pass over the rows x len block, then O(len) for pooling and
- * selection (a radix selection: no quadratic worst case) and
- * O(survivors x obs_window) to write the records. Not thread-safe on one
+ * selection (a radix selection, narrowed to the likely survivors when
+ * they are few: no quadratic worst case) and O(survivors x obs_window) to
+ * write the records. Not thread-safe on one
  * instance; the workspace must not be shared by concurrent calls. */
 PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
                                     size_t rows, size_t len, uint32_t budget,

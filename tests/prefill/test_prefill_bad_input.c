@@ -236,8 +236,9 @@ static void workspace_exact(void **state) {
     assert_int_equal(n, 7);
     still_fresh(f);
 
-    /* 8 bytes per position when the kernel fits the capacity. */
-    assert_int_equal(f->ws_bytes, 8u * LEN);
+    /* 8 bytes per position and 8 per four positions for the candidates
+     * when the kernel fits the capacity. */
+    assert_int_equal(f->ws_bytes, 8u * LEN + 8u * (LEN / 4u));
     assert_int_equal(pb_kvcache_prefill_workspace_size(f->policy, 0, &bytes),
                      PB_OK);
     assert_int_equal(bytes, 0);
@@ -294,7 +295,7 @@ static void workspace_exact(void **state) {
         assert_int_equal(pb_kvcache_capacity(r), 5);
         assert_int_equal(pb_kvcache_prefill_workspace_size(r, LEN, &bytes),
                          PB_OK);
-        assert_int_equal(bytes, 8u * LEN + 16u * LEN);
+        assert_int_equal(bytes, 8u * LEN + 16u * LEN + 8u * (LEN / 4u));
         void *big = malloc(bytes);
         assert_non_null(big);
         assert_int_equal(pb_kvcache_prefill(r, f->attn + (ROWS - 2) * LEN, 2,

@@ -132,8 +132,9 @@ static void reference_scope_matches_transcription(void **state) {
     (void)state;
     diff_buffers b;
     /* Room for the largest prompt with any kernel: 8 bytes per position for
-     * the scores and 16 per kernel position for pooling. */
-    b.workspace_bytes = (size_t)(MAX_LEN + 8u) * 8u + 16u * 16u;
+     * the scores, 2 for the candidates and 16 per kernel position for
+     * pooling. */
+    b.workspace_bytes = (size_t)(MAX_LEN + 8u) * 10u + 16u * 16u;
     b.attn = malloc((size_t)MAX_W * MAX_LEN * sizeof *b.attn);
     b.keep = malloc(MAX_LEN);
     b.kept = malloc(MAX_LEN * sizeof *b.kept);
@@ -158,9 +159,85 @@ static void reference_scope_matches_transcription(void **state) {
     free(b.workspace);
 }
 
+/* Long prompts with small shares, where the library narrows its selection
+ * to the candidates above a sampled floor (a caller workspace has room for
+ * them): the kept sets must equal those of the full selection (the
+ * create-time reservation has no room, so it selects over every key) in
+ * both scopes and pooling modes, and the transcription's in the reference
+ * scope. */
+static void narrowed_selection_is_exact(void **state) {
+    (void)state;
+    enum { BIG = 20000, CASES_BIG = 60 };
+    float *attn = malloc((size_t)16 * BIG * sizeof *attn);
+    unsigned char *keep = malloc(BIG);
+    uint32_t *a = malloc(BIG * sizeof *a), *b = malloc(BIG * sizeof *b);
+    void *ws = malloc((size_t)BIG * 16u);
+    assert_non_null(attn);
+    assert_non_null(keep);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(ws);
+    for (unsigned index = 0; index < CASES_BIG; ++index) {
+        pfref_rng g = {0xb16b00b5u + index};
+        const uint32_t len = 2500u + pfref_below(&g, BIG - 2500u);
+        const uint32_t w = 1u + pfref_below(&g, 16);
+        pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+        p.recent_window = w;
+        p.obs_window = 1u + pfref_below(&g, 20);
+        p.pool_kernel = 1u + 2u * pfref_below(&g, 8);
+        p.budget = len + 1u;
+        pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
+        o.pool = pfref_below(&g, 2);
+        o.prefill_scope = index % 2u ? PB_PREFILL_REFERENCE
+                                     : PB_PREFILL_CONSISTENT;
+        o.capacity = len + 1u;
+        /* Few survivors, and sometimes ties galore: quantised weights. */
+        const uint32_t ask = w + 1u + pfref_below(&g, len / 10u);
+        pfref_random_block(&g, attn, w, len);
+        if (index % 3u == 0u)
+            for (size_t i = 0; i < (size_t)w * len; ++i)
+                attn[i] = (float)(int)(attn[i] * 4096.0f) / 4096.0f;
+
+        pb_kvcache *with_room = NULL, *without = NULL;
+        assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &with_room),
+                         PB_OK);
+        o.prefill_max_len = len;
+        assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &without),
+                         PB_OK);
+        size_t bytes = 0, na = 0, nb = 0;
+        assert_int_equal(
+            pb_kvcache_prefill_workspace_size(with_room, len, &bytes), PB_OK);
+        assert_true(bytes <= (size_t)BIG * 16u);
+        assert_int_equal(pb_kvcache_prefill(with_room, attn, w, len, ask, ws,
+                                            bytes, a, BIG, NULL, 0, &na),
+                         PB_OK);
+        assert_int_equal(pb_kvcache_prefill(without, attn, w, len, ask, NULL,
+                                            0, b, BIG, NULL, 0, &nb),
+                         PB_OK);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na * sizeof *a);
+        if (o.prefill_scope == PB_PREFILL_REFERENCE) {
+            const size_t want = pfref_select(attn, w, len, ask,
+                                             p.pool_kernel, o.pool, keep);
+            assert_int_equal(want, na);
+            size_t k = 0;
+            for (uint32_t pos = 0; pos < len; ++pos)
+                if (keep[pos]) assert_int_equal(a[k++], pos);
+        }
+        pb_kvcache_destroy(with_room);
+        pb_kvcache_destroy(without);
+    }
+    free(attn);
+    free(keep);
+    free(a);
+    free(b);
+    free(ws);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reference_scope_matches_transcription),
+        cmocka_unit_test(narrowed_selection_is_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
