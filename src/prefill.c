@@ -384,6 +384,10 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
      * held (an evict with recent_window 0 may have dropped it). */
     if (!p->fresh || p->kept != 1u || p->pos[0] != 0u)
         return PB_ERR_NOT_FRESH;
+    /* A fresh instance has dense columns and no window sums to keep up:
+     * the survivors are written to columns 0 .. n-1 and the engine rebuilds
+     * its sums when an evict wants them. */
+    assert(p->n_holes == 0u && !p->sums_valid);
 
     unsigned char *scratch = workspace;
     size_t scratch_bytes = workspace_bytes;
