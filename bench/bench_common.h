@@ -18,6 +18,11 @@
 /* Seconds on CLOCK_MONOTONIC, from an arbitrary origin. */
 double bench_now(void);
 
+/* Seconds of CPU time consumed by the calling thread
+ * (CLOCK_THREAD_CPUTIME_ID). Reported next to the wall clock: on a shared
+ * machine it leaves out the time the thread waited for a CPU. */
+double bench_cpu_now(void);
+
 /* Summary of a set of repetitions. */
 typedef struct bench_stats {
     double median; /* the middle value; the mean of the two middle ones for

@@ -130,13 +130,16 @@ static int plan_build(replay_plan *pl, uint32_t steps, uint32_t budget) {
 }
 
 /* One timed replay through the library; victims go to out[]. Returns the
- * elapsed seconds, or a negative value if a call failed. */
+ * elapsed seconds (the thread's CPU seconds in *cpu), or a negative value if
+ * a call failed. */
 static double replay_library(pb_kvcache *p, const replay_plan *pl,
-                             uint32_t *out, size_t out_cap, size_t *n_out) {
+                             uint32_t *out, size_t out_cap, size_t *n_out,
+                             double *cpu) {
     if (pb_kvcache_reset(p) != PB_OK) return -1.0;
     const uint32_t budget = pl->budget;
     size_t held = 1, nv = 0;
     unsigned bad = 0;
+    const double c0 = bench_cpu_now();
     const double t0 = bench_now();
     for (uint32_t t = 1; t <= pl->steps; ++t) {
         bad |= (unsigned)pb_kvcache_observe(p, t, pl->attn + pl->attn_off[t - 1],
@@ -151,17 +154,20 @@ static double replay_library(pb_kvcache *p, const replay_plan *pl,
         }
     }
     const double t1 = bench_now();
+    *cpu = bench_cpu_now() - c0;
     *n_out = nv;
     return bad ? -1.0 : t1 - t0;
 }
 
 /* The same replay through the reference model. */
 static double replay_reference(ref_policy *r, const replay_plan *pl,
-                               uint32_t *out, size_t out_cap, size_t *n_out) {
+                               uint32_t *out, size_t out_cap, size_t *n_out,
+                               double *cpu) {
     ref_reset(r);
     const uint32_t budget = pl->budget;
     size_t held = 1, nv = 0;
     unsigned bad = 0;
+    const double c0 = bench_cpu_now();
     const double t0 = bench_now();
     for (uint32_t t = 1; t <= pl->steps; ++t) {
         bad |= (unsigned)ref_observe(r, t, pl->attn + pl->attn_off[t - 1],
@@ -175,6 +181,7 @@ static double replay_reference(ref_policy *r, const replay_plan *pl,
         }
     }
     const double t1 = bench_now();
+    *cpu = bench_cpu_now() - c0;
     *n_out = nv;
     return bad ? -1.0 : t1 - t0;
 }
@@ -219,8 +226,10 @@ static int bench_budget(uint32_t budget, uint32_t steps,
     uint32_t *got = malloc((size_t)steps * sizeof *got);
     double *lib_rate = malloc(runs * sizeof *lib_rate);
     double *ref_rate = malloc(runs * sizeof *ref_rate);
+    double *lib_cpu = malloc(runs * sizeof *lib_cpu);
+    double *ref_cpu = malloc(runs * sizeof *ref_cpu);
     int rc = 0;
-    if (!got || !lib_rate || !ref_rate) {
+    if (!got || !lib_rate || !ref_rate || !lib_cpu || !ref_cpu) {
         rc = bench_fail(NAME, "out of memory");
         goto done;
     }
@@ -228,7 +237,8 @@ static int bench_budget(uint32_t budget, uint32_t steps,
     /* Alternate the two so that drift in the machine's speed hits both. */
     for (unsigned r = 0; r < runs && rc == 0; ++r) {
         size_t n = 0;
-        double s = replay_library(lib, &pl, got, steps, &n);
+        double cpu = 0.0;
+        double s = replay_library(lib, &pl, got, steps, &n, &cpu);
         if (s < 0.0) {
             rc = bench_fail(NAME, "budget %u: a library call failed",
                             (unsigned)budget);
@@ -236,8 +246,9 @@ static int bench_budget(uint32_t budget, uint32_t steps,
         }
         if ((rc = check_victims(&pl, got, n, "library")) != 0) break;
         lib_rate[r] = (double)steps / s;
+        lib_cpu[r] = (double)steps / cpu;
 
-        s = replay_reference(&ref, &pl, got, steps, &n);
+        s = replay_reference(&ref, &pl, got, steps, &n, &cpu);
         if (s < 0.0) {
             rc = bench_fail(NAME, "budget %u: a reference call failed",
                             (unsigned)budget);
@@ -245,22 +256,31 @@ static int bench_budget(uint32_t budget, uint32_t steps,
         }
         if ((rc = check_victims(&pl, got, n, "reference")) != 0) break;
         ref_rate[r] = (double)steps / s;
+        ref_cpu[r] = (double)steps / cpu;
     }
     if (rc == 0) {
         const bench_stats l = bench_stats_of(lib_rate + opt->warmup, opt->reps);
         const bench_stats f = bench_stats_of(ref_rate + opt->warmup, opt->reps);
+        const bench_stats lc = bench_stats_of(lib_cpu + opt->warmup, opt->reps);
+        const bench_stats fc = bench_stats_of(ref_cpu + opt->warmup, opt->reps);
         printf("budget %4u | library %10.0f steps/s [%.0f - %.0f] "
                "(%.3f us/step) | reference %9.0f steps/s [%.0f - %.0f] "
                "(%.3f us/step) | ratio %.2fx | victims identical (%zu)\n",
                (unsigned)budget, l.median, l.min, l.max, 1e6 / l.median,
                f.median, f.min, f.max, 1e6 / f.median, l.median / f.median,
                pl.n_victims);
+        printf("   thread CPU time: library %10.0f steps/s [%.0f - %.0f] | "
+               "reference %9.0f steps/s [%.0f - %.0f] | ratio %.2fx\n",
+               lc.median, lc.min, lc.max, fc.median, fc.min, fc.max,
+               lc.median / fc.median);
         fflush(stdout);
     }
 done:
     free(got);
     free(lib_rate);
     free(ref_rate);
+    free(lib_cpu);
+    free(ref_cpu);
     ref_destroy(&ref);
     pb_kvcache_destroy(lib);
     plan_free(&pl);
@@ -273,7 +293,7 @@ int main(int argc, char **argv) {
     if (orig == NULL) return 1;
     memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
     const int orig_argc = argc;
-    int rc = bench_parse_common(&argc, argv, 7,
+    int rc = bench_parse_common(&argc, argv, 11,
                                 " [--steps N] [--budget B]...",
                                 &opt);
     if (rc) {
@@ -319,7 +339,8 @@ int main(int argc, char **argv) {
            "evict(budget) whenever more than budget are held\n");
     printf("timing:   observe+evict calls only; %u warm-up + %u timed "
            "replays each, library and reference alternating; median "
-           "[min - max]; ratio = library median / reference median\n\n",
+           "[min - max] of the wall clock (CLOCK_MONOTONIC), then of the "
+           "thread's CPU time; ratio = library median / reference median\n\n",
            opt.warmup, opt.reps);
     for (size_t i = 0; i < n_budgets; ++i)
         if (bench_budget(budgets[i], steps, &opt)) return 1;

@@ -265,8 +265,10 @@ static int bench_cadence(shape_state *s, uint32_t cadence) {
     const uint64_t total = tokens * runs;
     double *lib_s = malloc(runs * sizeof *lib_s);
     double *floor_s = malloc(runs * sizeof *floor_s);
+    double *lib_c = malloc(runs * sizeof *lib_c);
+    double *floor_c = malloc(runs * sizeof *floor_c);
     int rc = 0;
-    if (!lib_s || !floor_s) {
+    if (!lib_s || !floor_s || !lib_c || !floor_c) {
         rc = bench_fail(NAME, "out of memory");
         goto done;
     }
@@ -308,19 +310,23 @@ static int bench_cadence(shape_state *s, uint32_t cadence) {
     /* Policy and floor alternate per repetition, over the same tokens. */
     for (unsigned r = 0; r < runs; ++r) {
         const uint64_t k0 = (uint64_t)r * tokens;
+        double c0 = bench_cpu_now();
         double t0 = bench_now();
         const unsigned bad = run_library(s, cadence, k0, tokens);
         double t1 = bench_now();
+        lib_c[r] = (bench_cpu_now() - c0) / (double)tokens;
         if (bad) {
             rc = bench_fail(NAME, "cadence %u: a library call failed",
                             (unsigned)cadence);
             goto done;
         }
         lib_s[r] = (t1 - t0) / (double)tokens;
+        c0 = bench_cpu_now();
         t0 = bench_now();
         run_floor(s, cadence, k0, tokens);
         t1 = bench_now();
         floor_s[r] = (t1 - t0) / (double)tokens;
+        floor_c[r] = (bench_cpu_now() - c0) / (double)tokens;
     }
 
     size_t victims = 0;
@@ -346,6 +352,12 @@ static int bench_cadence(shape_state *s, uint32_t cadence) {
                l.median / f.median, peak_held, steady_held,
                100.0 * (double)(peak_held - steady_held) / (double)steady_held,
                (double)bytes / 1e6, victims, (unsigned long long)total);
+        const bench_stats lc = bench_stats_of(lib_c + opt->warmup, opt->reps);
+        const bench_stats fc = bench_stats_of(floor_c + opt->warmup, opt->reps);
+        printf("   thread CPU time: library %8.1f us/token [%.1f - %.1f] | "
+               "memcpy floor %7.1f us/token [%.1f - %.1f] | ratio %.2fx\n",
+               lc.median * 1e6, lc.min * 1e6, lc.max * 1e6, fc.median * 1e6,
+               fc.min * 1e6, fc.max * 1e6, lc.median / fc.median);
         fflush(stdout);
     }
 
@@ -356,6 +368,8 @@ done:
     }
     free(lib_s);
     free(floor_s);
+    free(lib_c);
+    free(floor_c);
     return rc;
 }
 
@@ -432,7 +446,8 @@ int main(int argc, char **argv) {
            "(+ evict(share) when it holds share + cadence); %u tokens per "
            "repetition (a multiple of the cadence), %u warm-up + %u timed "
            "repetitions, policy and floor alternating; median [min - max] of "
-           "us per token; ratio = library median / floor median\n",
+           "us per token, wall clock (CLOCK_MONOTONIC) then the thread's CPU "
+           "time; ratio = library median / floor median\n",
            (unsigned)cfg->tokens, s.opt.warmup, s.opt.reps);
     printf("floor:    memcpy of each instance's attention weights for the "
            "token (the same lengths) into a per-instance buffer\n\n");
