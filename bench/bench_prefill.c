@@ -399,7 +399,8 @@ int main(int argc, char **argv) {
     free(orig);
     printf("setup:    prompt %u, %u layers x %u KV heads = %u instances, W = "
            "recent_window = %u rows, kernel %u, ratio %u, budget (average "
-           "share) %u, ask = the layer's share, obs_window 16, reference scope; %u distinct %zu-KiB "
+           "share) %u, ask = the layer's share, obs_window 16, reference "
+           "scope; %u distinct %zu-KiB "
            "attention blocks, instance i reads block i %% %u\n",
            (unsigned)s.len, (unsigned)s.layers, (unsigned)s.heads,
            (unsigned)(s.layers * s.heads), (unsigned)s.window,

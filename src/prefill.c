@@ -100,7 +100,9 @@ static int scratch_need(const pb_kvcache *p, size_t len, size_t *score_bytes,
  * quarter of the prompt. A caller workspace always has it; the create-time
  * reservation has what is left over, and without room the selection simply
  * runs on every position. */
-static size_t candidate_bytes(size_t len) { return (len / 4u) * sizeof(double); }
+static size_t candidate_bytes(size_t len) {
+    return (len / 4u) * sizeof(double);
+}
 
 PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
                                                    size_t len, size_t *bytes) {

@@ -143,9 +143,9 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  * for any prompt up to that length; the selection then runs over every
  * position, which gives the same result a little more slowly, and a
  * pool_kernel above the capacity needs a caller workspace for prompts
- * longer than the capacity). The memory never holds len x obs_window values: the
- * scratch is O(len), and only the survivors' records are stored in the
- * instance. No allocation.
+ * longer than the capacity). The memory never holds len x obs_window
+ * values: the scratch is O(len), and only the survivors' records are
+ * stored in the instance. No allocation.
  *
  * Returns PB_OK, or, checked in this order (the first that applies), with
  * the instance unchanged:
@@ -155,9 +155,9 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  *                    is not PB_PREFILL_WORKSPACE_ALIGN-aligned;
  *   PB_ERR_TOO_LARGE len is above UINT32_MAX or rows * len does not fit in
  *                    size_t;
- *   PB_ERR_NOT_FRESH the instance is not fresh: it holds a position other
- *                    than 0 or has observed a step since create or reset
- *                    (pb_kvcache_reset makes it fresh again);
+ *   PB_ERR_NOT_FRESH the instance is not fresh: it has observed a step
+ *                    since create or reset, or does not hold exactly
+ *                    position 0 (pb_kvcache_reset makes it fresh again);
  *   PB_ERR_WORKSPACE the workspace (or, without one, the create-time
  *                    reservation of prefill_max_len positions) is smaller
  *                    than len needs;
@@ -169,11 +169,12 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  * *n_kept is set on PB_OK and on PB_ERR_BUFFER; the workspace contents are
  * unspecified afterwards.
  *
- * Cost: one pass over the rows x len block, then O(len) for pooling and
- * selection (a radix selection, narrowed to the likely survivors when
- * they are few: no quadratic worst case) and O(survivors x obs_window) to
- * write the records. Not thread-safe on one
- * instance; the workspace must not be shared by concurrent calls. */
+ * Cost: one pass over the rows x len block; O(len) for max pooling,
+ * O(len x pool_kernel) for average pooling; O(len) for the selection (a
+ * radix selection, narrowed to the likely survivors when they are few: no
+ * quadratic worst case); O(survivors x obs_window) to write the records.
+ * Not thread-safe on one instance; the workspace must not be shared by
+ * concurrent calls. */
 PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
                                     size_t rows, size_t len, uint32_t budget,
                                     void *workspace, size_t workspace_bytes,

@@ -115,7 +115,8 @@ void pfref_random_block(pfref_rng *g, float *attn, size_t rows, size_t len) {
             row[p] = (float)((pfref_next(g) >> 40) + 1u);
             total += (double)row[p];
         }
-        for (size_t p = 0; p <= q; ++p) row[p] = (float)((double)row[p] / total);
+        for (size_t p = 0; p <= q; ++p)
+            row[p] = (float)((double)row[p] / total);
         for (size_t p = q + 1; p < len; ++p) row[p] = 0.0f;
     }
 }

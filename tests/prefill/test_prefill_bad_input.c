@@ -105,8 +105,9 @@ static void still_fresh(fixture *f) {
     assert_int_equal(pb_kvcache_window_score(f->policy, 0, &s), PB_OK);
     assert_true(s == 0.0);
     const size_t calls = f->count.calls;
-    assert_int_equal(pb_kvcache_prefill(f->policy, f->attn, ROWS, LEN, 20, f->ws,
-                                        f->ws_bytes, pos, LEN, NULL, 0, &n),
+    assert_int_equal(pb_kvcache_prefill(f->policy, f->attn, ROWS, LEN, 20,
+                                        f->ws, f->ws_bytes, pos, LEN, NULL, 0,
+                                        &n),
                      PB_OK);
     assert_int_equal(n, f->good_n);
     assert_memory_equal(pos, f->good_kept, n * sizeof *pos);

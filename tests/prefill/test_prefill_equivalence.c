@@ -103,8 +103,9 @@ static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
                                      ? c->p.budget
                                      : pfref_below(g, c->len + 2u);
             size_t na = 0, nb = 0;
-            assert_int_equal(pb_kvcache_evict(lib, ask, va, MAX_LEN + LATER_STEPS,
-                                              &na), PB_OK);
+            assert_int_equal(
+                pb_kvcache_evict(lib, ask, va, MAX_LEN + LATER_STEPS, &na),
+                PB_OK);
             assert_int_equal(ref_evict(r, ask, vb, MAX_LEN + LATER_STEPS, &nb),
                              PB_OK);
             if (na != nb || memcmp(va, vb, na * sizeof *va) != 0) {
@@ -122,8 +123,8 @@ static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
         }
         for (size_t i = 0; i < held; ++i)
             attn[i] = (float)((double)attn[i] / total);
-        const pb_status st = pb_kvcache_observe(lib, pos, null_step ? NULL : attn,
-                                                held);
+        const pb_status st =
+            pb_kvcache_observe(lib, pos, null_step ? NULL : attn, held);
         if (st != PB_OK) {
             report(c, pb_status_str(st));
             fail();
@@ -310,7 +311,8 @@ static void issue_two_worked_example(void **state) {
     for (uint32_t q = 0; q < 7; ++q) {
         double s = -1.0;
         if (q == 5) {
-            assert_int_equal(pb_kvcache_window_score(a, q, &s), PB_ERR_NOT_HELD);
+            assert_int_equal(pb_kvcache_window_score(a, q, &s),
+                             PB_ERR_NOT_HELD);
             continue;
         }
         assert_int_equal(pb_kvcache_window_score(a, q, &s), PB_OK);

@@ -49,9 +49,11 @@ static uint32_t random_ask(pfref_rng *g, uint32_t w, uint32_t len) {
 static void one_case(unsigned index, diff_buffers *b, unsigned *compressed) {
     pfref_rng g = {0x5eed0000u + index};
     /* Half the prompts short, so that many small edge cases are covered. */
-    const uint32_t len = pfref_below(&g, 2) ? 16u + pfref_below(&g, 241)
-                                            : 16u + pfref_below(&g, MAX_LEN - 15u);
-    const uint32_t w = 1u + pfref_below(&g, len - 1u < MAX_W ? len - 1u : MAX_W);
+    const uint32_t len = pfref_below(&g, 2)
+                             ? 16u + pfref_below(&g, 241)
+                             : 16u + pfref_below(&g, MAX_LEN - 15u);
+    const uint32_t w_max = len - 1u < MAX_W ? len - 1u : MAX_W;
+    const uint32_t w = 1u + pfref_below(&g, w_max);
     const uint32_t kernel = 1u + 2u * pfref_below(&g, 8);
     const uint32_t pool = pfref_below(&g, 2);
     const int pyramid = (int)pfref_below(&g, 3) == 0;
