@@ -202,6 +202,7 @@ static void reset_state(pb_kvcache *p) {
     p->kept = 1u;
     p->slot = 0u;
     p->n_holes = 0u;
+    p->zero_upto = 1u; /* column 0 is zeroed below; the rest is unknown */
     p->sums_valid = 0;
     p->gap = 0u;
     p->filter_wait = 0u;
@@ -266,6 +267,7 @@ pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
     p->k = pb__kernels_best();
     pb__filter_configure(p);
     reset_state(p);
+    p->zero_upto = p->row_stride; /* the whole ring was zeroed above */
     *out = p;
     return PB_OK;
 }
@@ -315,7 +317,15 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
     const size_t col = p->kept + p->n_holes;
     p->pos[col] = pos;
     p->scores[col] = 0.0; /* the sum of a new position, if kept */
-    pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, col);
+    if (col >= p->zero_upto) {
+        /* Zero this column and the rest of its cache line in every row:
+         * the next admissions find their columns zero already. */
+        const size_t line = PB__ALIGN / sizeof(float);
+        const size_t end = (col / line + 1u) * line;
+        p->zero_upto = end < p->row_stride ? end : p->row_stride;
+        pb__ring_clear_columns(p->ring, p->row_stride, p->obs_window, col,
+                               p->zero_upto - col);
+    }
     p->kept += 1u;
     p->fresh = 0;
     return PB_OK;
@@ -343,13 +353,25 @@ static void mark_alive(pb_kvcache *p, size_t n_cols, const size_t *dead,
 }
 
 /* Moves the alive columns (p->alive) of the ring, pos[] and, when they are
- * wanted, the sums to the front; afterwards there is no hole. */
+ * wanted, the sums to the front; afterwards there is no hole. p->kept must
+ * be the survivors' count already. */
 static void compact_all(pb_kvcache *p, size_t n_cols, int with_sums) {
     pb__ring_compact(p->ring, p->row_stride, p->obs_window, p->alive, n_cols);
     pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
     if (with_sums)
         pb__compact_columns(p->scores, sizeof *p->scores, p->alive, n_cols);
     p->n_holes = 0u;
+    /* The columns given up are stale. Zero them while their lines are at
+     * hand when they are few (the usual, cheap evicts); after a big evict
+     * just forget which columns were zero. */
+    const size_t freed = n_cols - p->kept;
+    if (freed <= p->max_holes + PB__FILTER_MAX_NEEDED) {
+        pb__ring_clear_columns(p->ring, p->row_stride, p->obs_window, p->kept,
+                               freed);
+        if (p->zero_upto < n_cols) p->zero_upto = n_cols;
+    } else {
+        p->zero_upto = p->kept;
+    }
 }
 
 /* Drops ranks[0 .. k-1] (ascending) after a cheap selection: writes their
@@ -386,8 +408,10 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
      * admitted there. Trimming them also keeps pos[] ascending, as a new
      * position may be below a dropped newest one. */
     while (p->n_holes > 0u &&
-           p->holes[p->n_holes - 1u] == p->kept + p->n_holes - 1u)
+           p->holes[p->n_holes - 1u] == p->kept + p->n_holes - 1u) {
         p->n_holes -= 1u;
+        p->zero_upto = p->kept + p->n_holes; /* that column is stale */
+    }
     p->last_path = filtered ? PB__PATH_FILTERED : PB__PATH_STREAMED;
 }
 
@@ -427,8 +451,8 @@ static void evict_full(pb_kvcache *p, size_t evictable, size_t needed,
         }
     }
     assert(nv == needed);
-    compact_all(p, n_cols, 0);
     p->kept = n - nv;
+    compact_all(p, n_cols, 0);
     p->last_path = PB__PATH_FULL;
 }
 

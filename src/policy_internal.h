@@ -109,8 +109,9 @@ size_t pb__kernels_available(const pb__kernels **out, size_t cap);
  *
  * Doors other than policy.c (the prefill door) may write pos, kept, slot
  * and the ring directly, but only on an instance fresh from create or reset
- * (no holes, sums_valid 0), and they must leave n_holes at 0 and sums_valid
- * at 0; the engine rebuilds its sums when it next wants them.
+ * (no holes, sums_valid 0, zero_upto 1), and they must leave n_holes at 0,
+ * sums_valid at 0 and zero_upto at most kept; the engine rebuilds its sums
+ * when it next wants them.
  */
 struct pb_kvcache {
     pb__config cfg;
@@ -136,6 +137,10 @@ struct pb_kvcache {
                              scratch: surviving columns */
     size_t *holes;        /* [max_holes] dead columns, ascending */
     size_t n_holes, max_holes;
+    size_t zero_upto;     /* ring columns kept + n_holes .. zero_upto-1 are
+                             0 in every row: an admission there writes
+                             nothing, and the next one past it zeroes a
+                             whole cache line of columns at once */
     void *work;           /* pooling scratch, work_bytes */
     size_t work_bytes;
     size_t *hist;         /* [PB__HIST_BINS] selection histogram */
@@ -248,6 +253,10 @@ void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
 void pb__ring_clear_column(float *ring, size_t row_stride,
                            uint32_t obs_window, size_t col);
 
+/* Zeroes columns col .. col+count-1 in every row. */
+void pb__ring_clear_columns(float *ring, size_t row_stride,
+                            uint32_t obs_window, size_t col, size_t count);
+
 /* The window score of column `col`: 0.0 plus each row's weight, as a
  * double, in row order 0 .. obs_window-1. */
 double pb__ring_window_score(const float *ring, size_t row_stride,
@@ -279,7 +288,7 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 /* Evicts of a few victims (score_filter.c)                                 */
 
 /* The filtered and the streaming paths take at most this many victims ... */
-#define PB__FILTER_MAX_NEEDED ((size_t)32)
+#define PB__FILTER_MAX_NEEDED ((size_t)64)
 /* ... and as long as no more candidates than this need exact scores. */
 #define PB__FILTER_MAX_CANDIDATES ((size_t)128)
 

@@ -58,6 +58,8 @@
 #define PB__FILTER_MAX_OBS UINT32_C(65536)
 /* Ranks whose window max is computed together. */
 #define PB__FILTER_BLOCK ((size_t)256)
+/* Window maxima tested together against the threshold. */
+#define PB__SCAN_CHUNK ((size_t)32)
 
 /* The quantiser (simd_kernels.c) is q(w) = round(w * scale) computed as
  * ((double)w * scale + 2^52) - 2^52 for 0 <= w * scale < 2^51: adding 2^52
@@ -161,6 +163,23 @@ static double exact_score(const pb_kvcache *p, score_cache *c, size_t j) {
     return c->score[k];
 }
 
+/* The least double above v >= 0 (v finite). */
+static double next_up(double v) {
+    uint64_t b = pb__key_bits(v) + 1u;
+    double r;
+    memcpy(&r, &b, sizeof r);
+    return r;
+}
+
+/* Appends a candidate; 0 if there is no room. */
+static int record(pb_kvcache *p, size_t *nc, size_t rank, double value) {
+    if (*nc == PB__FILTER_MAX_CANDIDATES) return 0;
+    p->cands[*nc].rank = rank;
+    p->cands[*nc].value = value;
+    *nc += 1u;
+    return 1;
+}
+
 /* Scans the window maxima of ranks 0 .. evictable-1. With thr < 0 it also
  * keeps the heap of the `needed` smallest and records every rank that may
  * still turn out a candidate; with thr >= 0 it records the ranks at or
@@ -187,31 +206,31 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
             memcpy(buf + (run.rank - lo), sums + run.col,
                    run.len * sizeof *buf);
         pb__window_max_span(p->k, buf, hi - lo, h, i0 - lo, m, wmax);
-        for (size_t k = 0; k < m; ++k) {
-            const double v = wmax[k];
-            int keep;
-            if (fixed) {
-                keep = v <= thr;
-            } else if (heap_n < needed) {
-                heap_push(p->heap, heap_n++, v);
-                if (heap_n == needed) thr = threshold(p->heap[0], obs);
-                keep = 1;
-            } else {
-                if (v < p->heap[0]) {
+        size_t k = 0;
+        for (; !fixed && k < m && heap_n < needed; ++k) {
+            heap_push(p->heap, heap_n++, wmax[k]);
+            if (heap_n == needed) thr = threshold(p->heap[0], obs);
+            overflow |= !record(p, &nc, i0 + k, wmax[k]);
+        }
+        /* With the heap full only values <= thr matter (one below the
+         * heap's top is below thr too), and thr only falls: count them a
+         * chunk at a time, vectorised, and look closer only where there is
+         * one. */
+        while (k < m) {
+            const size_t end = m - k > PB__SCAN_CHUNK ? k + PB__SCAN_CHUNK : m;
+            if (p->k->count_below(wmax + k, end - k, next_up(thr)) == 0u) {
+                k = end;
+                continue;
+            }
+            for (; k < end; ++k) {
+                const double v = wmax[k];
+                if (!(v <= thr)) continue;
+                if (!fixed && v < p->heap[0]) {
                     p->heap[0] = v;
                     heap_sift_down(p->heap, heap_n, 0u);
                     thr = threshold(p->heap[0], obs);
                 }
-                keep = v <= thr;
-            }
-            if (keep) {
-                if (nc < PB__FILTER_MAX_CANDIDATES) {
-                    p->cands[nc].rank = i0 + k;
-                    p->cands[nc].value = v;
-                    ++nc;
-                } else {
-                    overflow = 1;
-                }
+                if (v <= thr) overflow |= !record(p, &nc, i0 + k, v);
             }
         }
     }
@@ -243,17 +262,29 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
     const size_t budget = p->kept / 4u > 64u ? p->kept / 4u : 64u;
     if (nc * (2u * h + 1u) > budget) return 0;
 
+    /* A candidate's pooled score is the max of exact scores over its
+     * window, and only members whose sum's bound can reach the window's
+     * top sum M can hold that max: a member j with M > T*(S_j) scores
+     * strictly below the member holding M. Usually that leaves one. */
     score_cache cache;
     for (size_t k = 0; k < 32u; ++k) cache.rank[k] = SIZE_MAX;
+    const double *sums = p->scores;
     for (size_t c = 0; c < nc; ++c) {
         const size_t i = p->cands[c].rank;
+        const double top = p->cands[c].value;
         const size_t lo = i >= h ? i - h : 0u;
         const size_t hi = p->kept - 1u - i > h ? i + h : p->kept - 1u;
-        double best = exact_score(p, &cache, lo);
-        for (size_t j = lo + 1u; j <= hi; ++j) {
-            const double e = exact_score(p, &cache, j);
-            if (e > best) best = e;
+        double best = -1.0;
+        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
+        pb__run run;
+        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run)) {
+            for (size_t j = 0; j < run.len; ++j) {
+                if (top > threshold(sums[run.col + j], obs)) continue;
+                const double e = exact_score(p, &cache, run.rank + j);
+                if (e > best) best = e;
+            }
         }
+        assert(best >= 0.0);
         p->cands[c].value = best;
     }
 

@@ -26,6 +26,7 @@
 
 #include "policy_internal.h"
 
+
 #if !defined(PB_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__i386__))
 #define PB__X86_VARIANTS 1

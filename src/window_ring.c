@@ -62,6 +62,14 @@ void pb__ring_clear_column(float *ring, size_t row_stride,
         ring[(size_t)s * row_stride + col] = 0.0f;
 }
 
+void pb__ring_clear_columns(float *ring, size_t row_stride,
+                            uint32_t obs_window, size_t col, size_t count) {
+    assert(col + count <= row_stride);
+    if (count == 0u) return;
+    for (uint32_t s = 0; s < obs_window; ++s)
+        memset(ring + (size_t)s * row_stride + col, 0, count * sizeof *ring);
+}
+
 double pb__ring_window_score(const float *ring, size_t row_stride,
                              uint32_t obs_window, size_t col) {
     double sum = 0.0;

@@ -5,13 +5,16 @@
  *
  *   - selection, pooling (doubling and queue), the block window max and the
  *     rank -> column map against naive versions;
+ *   - every variant of the hot loops this CPU runs (generic, AVX2,
+ *     AVX-512) against the generic one, bit for bit, on random inputs;
  *   - every evict path (full; filtered and streamed, each with and without
  *     the ring compaction; a filter miss falling back to streaming; the
  *     sums dropped by a large weight and rebuilt) on decode-like workloads,
  *     where the engine as shipped, the engine with the filter switched off,
  *     the engine with only the full path, and tests/reference_model must
  *     agree on every victim and every window score; the run fails if any
- *     path was never taken.
+ *     path was never taken. The three engines use different variants of
+ *     the hot loops, rotating with the scenario.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -152,6 +155,77 @@ static void column_map_matches_walk(void **state) {
     }
 }
 
+static void kernel_variants_agree(void **state) {
+    (void)state;
+    const pb__kernels *all[4];
+    const size_t nk = pb__kernels_available(all, 4);
+    const pb__kernels *g = pb__kernels_generic();
+    printf("kernel variants on this CPU:");
+    for (size_t v = 0; v < nk; ++v) printf(" %s", all[v]->name);
+    printf(" (best: %s)\n", pb__kernels_best()->name);
+    rng r = {5};
+    enum { ROWS = 19, STRIDE = 160 };
+    static float ring[ROWS * STRIDE], row_a[STRIDE], row_b[STRIDE], w[STRIDE];
+    static double a[STRIDE], xa[STRIDE], xb[STRIDE];
+    for (int trial = 0; trial < 400; ++trial) {
+        for (size_t i = 0; i < ROWS * STRIDE; ++i)
+            ring[i] = below(&r, 4) ? ldexpf((float)unit(&r), -(int)below(&r, 60))
+                                   : (float)below(&r, 3);
+        const uint32_t obs = 1 + below(&r, ROWS);
+        const size_t col = below(&r, 40), n = below(&r, STRIDE - 40);
+        const double scale = 0x1p40;
+        for (size_t i = 0; i < STRIDE; ++i) {
+            w[i] = below(&r, 50) ? (float)unit(&r) : (float)(20.0 * unit(&r));
+            if (below(&r, 200) == 0) w[i] = below(&r, 2) ? NAN : -1.0f;
+            xa[i] = xb[i] = below(&r, 3) ? unit(&r) : (double)below(&r, 3);
+        }
+        g->window_scores(ring, STRIDE, obs, col, n, a);
+        const unsigned fa = g->weight_flags(w, n, 0x41800000u);
+        memcpy(row_a, ring, sizeof row_a);
+        for (size_t v = 0; v < nk; ++v) {
+            double out[STRIDE];
+            all[v]->window_scores(ring, STRIDE, obs, col, n, out);
+            g->window_scores(ring, STRIDE, obs, col, n, a);
+            assert_memory_equal(out, a, n * sizeof *out);
+            assert_int_equal(all[v]->weight_flags(w, n, 0x41800000u), fa);
+            /* Sums: a finite, in-range step on both copies. */
+            float wf[STRIDE];
+            for (size_t i = 0; i < n; ++i) wf[i] = (float)unit(&r);
+            double sa[STRIDE], sb[STRIDE];
+            for (size_t i = 0; i < n; ++i) sa[i] = sb[i] = (double)below(&r, 99);
+            memcpy(row_a, ring, sizeof row_a);
+            memcpy(row_b, ring, sizeof row_b);
+            g->store_sums(row_a, wf, sa, n, scale);
+            all[v]->store_sums(row_b, wf, sb, n, scale);
+            assert_memory_equal(row_a, row_b, n * sizeof *row_a);
+            assert_memory_equal(sa, sb, n * sizeof *sa);
+            /* Valid weights only (the library never quantises others),
+             * some at or above the limit of 16. */
+            for (size_t i = 0; i < n; ++i)
+                wf[i] = below(&r, 30) ? (float)unit(&r) : 16.0f + (float)i;
+            const unsigned qa = g->quantise_add(wf, sa, n, scale, 0x41800000u);
+            const unsigned qb =
+                all[v]->quantise_add(wf, sb, n, scale, 0x41800000u);
+            assert_int_equal(qa, qb);
+            assert_memory_equal(sa, sb, n * sizeof *sa);
+            /* Pooling helpers. */
+            double ya[STRIDE], yb[STRIDE];
+            memcpy(ya, xa, sizeof ya);
+            memcpy(yb, xa, sizeof yb);
+            const size_t d = 1 + below(&r, 8);
+            g->widen(ya, n, d);
+            all[v]->widen(yb, n, d);
+            assert_memory_equal(ya, yb, n * sizeof *ya);
+            g->max_of(xa, xb + 1, ya, n > 0 ? n - 1 : 0);
+            all[v]->max_of(xa, xb + 1, yb, n > 0 ? n - 1 : 0);
+            assert_memory_equal(ya, yb, (n > 0 ? n - 1 : 0) * sizeof *ya);
+            const double t = unit(&r);
+            assert_int_equal(g->count_below(xa, n, t),
+                             all[v]->count_below(xa, n, t));
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* The evict paths on decode-like workloads                                 */
 
@@ -210,13 +284,18 @@ static void run_decode(unsigned long seed) {
     const int style = (int)below(&r, 5);
 
     trio t;
+    const pb__kernels *variants[4];
+    const size_t nk = pb__kernels_available(variants, 4);
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.fast), PB_OK);
+    t.fast->k = variants[seed % nk];
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.stream),
                      PB_OK);
     t.stream->filter_ok = 0;
+    t.stream->k = variants[(seed + 1) % nk];
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.full), PB_OK);
     t.full->filter_ok = 0;
     t.full->stream_ok = 0;
+    t.full->k = variants[(seed + 2) % nk];
     assert_int_equal(ref_create(&t.ref, &p, &o), PB_OK);
 
     static float w[1024];
@@ -291,6 +370,7 @@ int main(void) {
         cmocka_unit_test(selection_matches_naive),
         cmocka_unit_test(pooling_matches_naive),
         cmocka_unit_test(column_map_matches_walk),
+        cmocka_unit_test(kernel_variants_agree),
         cmocka_unit_test(every_path_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
