@@ -130,10 +130,12 @@ static int bench_case(const compaction_case *c, uint64_t seed,
     uint32_t *got = malloc((size_t)c->held * sizeof *got);
     double *lib_s = malloc(runs * sizeof *lib_s);
     double *ref_s = malloc(runs * sizeof *ref_s);
+    double *lib_c = malloc(runs * sizeof *lib_c);
+    double *ref_c = malloc(runs * sizeof *ref_c);
     size_t n_expect = 0;
     int rc = 0;
     pb_status st;
-    if (!expect || !got || !lib_s || !ref_s) {
+    if (!expect || !got || !lib_s || !ref_s || !lib_c || !ref_c) {
         rc = bench_fail(NAME, "out of memory");
         goto done;
     }
@@ -153,10 +155,12 @@ static int bench_case(const compaction_case *c, uint64_t seed,
             goto done;
         }
         size_t n = 0;
+        const double c0 = bench_cpu_now();
         const double t0 = bench_now();
         st = pb_kvcache_evict(lib, c->budget, r == 0 ? expect : got,
                               c->held, &n);
         const double t1 = bench_now();
+        lib_c[r] = bench_cpu_now() - c0;
         if (st != PB_OK || pb_kvcache_kept_count(lib) != c->budget) {
             rc = bench_fail(NAME, "library evict: %s, %zu held",
                             pb_status_str(st), pb_kvcache_kept_count(lib));
@@ -178,9 +182,11 @@ static int bench_case(const compaction_case *c, uint64_t seed,
             goto done;
         }
         size_t n = 0;
+        const double c0 = bench_cpu_now();
         const double t0 = bench_now();
         st = ref_evict(&ref, c->budget, got, c->held, &n);
         const double t1 = bench_now();
+        ref_c[ref_runs] = bench_cpu_now() - c0;
         if (st != PB_OK || ref.kept != c->budget) {
             rc = bench_fail(NAME, "reference evict: %s", pb_status_str(st));
             goto done;
@@ -210,6 +216,12 @@ static int bench_case(const compaction_case *c, uint64_t seed,
            f.max * 1e3, f.count, f.count == 1 ? "" : "s",
            note,
            f.median / l.median, n_expect);
+    const bench_stats lc = bench_stats_of(lib_c + opt->warmup, opt->reps);
+    const bench_stats fc = bench_stats_of(ref_c + ref_warm, ref_runs - ref_warm);
+    printf("   thread CPU time: library %9.3f ms [%.3f - %.3f] | reference "
+           "%9.3f ms [%.3f - %.3f] | ratio %.1fx\n",
+           lc.median * 1e3, lc.min * 1e3, lc.max * 1e3, fc.median * 1e3,
+           fc.min * 1e3, fc.max * 1e3, fc.median / lc.median);
     fflush(stdout);
 
 done:
@@ -217,6 +229,8 @@ done:
     free(got);
     free(lib_s);
     free(ref_s);
+    free(lib_c);
+    free(ref_c);
     ref_destroy(&ref);
     pb_kvcache_destroy(lib);
     rows_free(&rows);
@@ -285,7 +299,8 @@ int main(int argc, char **argv) {
            (unsigned)seed);
     printf("policy:   budget B, layer 0 of 1, recent 32, obs 16, kernel 7\n");
     printf("timing:   the one evict(B) call; %u warm-up + %u timed runs "
-           "each; median [min - max]; ratio = reference median / library "
+           "each; median [min - max] of the wall clock (CLOCK_MONOTONIC), then "
+           "of the thread's CPU time; ratio = reference median / library "
            "median\n\n",
            opt.warmup, opt.reps);
     for (size_t i = 0; i < n_cases; ++i)
