@@ -785,6 +785,28 @@ static void evict_victims_exact_capacity(void **state) {
     assert_int_equal(pb_kvcache_kept_count(f->p), 3u);
 }
 
+/* With recent_window 0, budget 0 empties the instance; then any position,
+ * 0 included, is above every held one (a fuzz finding against the engine
+ * in progress; see docs/robustness.md). */
+static void evict_to_empty_then_observe_zero(void **state) {
+    (void)state;
+    const pb_kvcache_pyramidkv_params p = {4u, 0u, 1u, 1u, 0u, 2u, 1u};
+    pb_kvcache *k = NULL;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, NULL, NULL, &k), PB_OK);
+    const float w[1] = {0.5f};
+    assert_int_equal(pb_kvcache_observe(k, 5u, w, 1u), PB_OK);
+    uint32_t victims[2];
+    size_t n = 0;
+    assert_int_equal(pb_kvcache_evict(k, 0u, victims, 2u, &n), PB_OK);
+    assert_int_equal(n, 2u);
+    assert_int_equal(pb_kvcache_kept_count(k), 0u);
+    assert_int_equal(pb_kvcache_observe(k, 0u, w, 1u), PB_ERR_LENGTH);
+    assert_int_equal(pb_kvcache_observe(k, 0u, w, 0u), PB_OK);
+    assert_int_equal(pb_kvcache_kept_count(k), 1u);
+    assert_int_equal(pb_kvcache_observe(k, 0u, NULL, 0u), PB_ERR_POSITION);
+    pb_kvcache_destroy(k);
+}
+
 /* ------------------------------------------------------------------------ */
 /* pb_kvcache_reset and use after reset                                     */
 
@@ -1370,6 +1392,7 @@ int main(void) {
         WARM(evict_nothing_needed),
         WARM(evict_budget_zero),
         WARM(evict_victims_exact_capacity),
+        ROW(evict_to_empty_then_observe_zero),
 
         WARM(reset_policy_null),
         WARM(reset_restores_created_state),
