@@ -386,6 +386,9 @@ typedef struct policy_case {
     const pb_kvcache_vtable *vt; /* NULL on the native surface */
     size_t step;                 /* index of the step being run */
     const char *call;            /* its call name */
+    uint32_t prefill_max_len;    /* options.prefillMaxLen: nonzero means a
+                                    prefill step uses the create-time
+                                    reservation instead of a workspace */
 } policy_case;
 
 /* Reads params in the policy's key set onto the defaults. SnapKV params map
@@ -773,6 +776,242 @@ static int step_window_score(case_state *c, policy_case *pc, const cJSON *step) 
     return 0;
 }
 
+/* acc += n; 0 (and acc saturated) when the sum does not fit in size_t. */
+static int add_bytes(size_t *acc, size_t n) {
+    if (n > SIZE_MAX - *acc) {
+        *acc = SIZE_MAX;
+        return 0;
+    }
+    *acc += n;
+    return 1;
+}
+
+/* Whether `row` is a list of exactly `len` weights. Counts only up to
+ * len + 1 items, so a hostile row costs no more than a well-formed one;
+ * *bad_weight is the index of the first item that is not a weight, or
+ * SIZE_MAX. */
+static int row_is_weights(const cJSON *row, size_t len, size_t *count,
+                          size_t *bad_weight) {
+    *count = 0;
+    *bad_weight = SIZE_MAX;
+    if (!cJSON_IsArray(row)) return 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, row) {
+        float w;
+        if (*count == len) {
+            *count += 1u;
+            return 0;
+        }
+        if (!get_weight(e, &w)) {
+            *bad_weight = *count;
+            return 0;
+        }
+        *count += 1u;
+    }
+    return *count == len;
+}
+
+/* Whether kept[0 .. n_kept-1] (ascending, below len) and
+ * victims[0 .. len-n_kept-1] are together exactly 0 .. len-1. */
+static int partition_of_prompt(const uint32_t *kept, size_t n_kept,
+                               const uint32_t *victims, size_t len) {
+    const size_t n_victims = len - n_kept;
+    size_t i = 0, j = 0;
+    for (size_t p = 0; p < len; ++p) {
+        if (i < n_kept && kept[i] == p) ++i;
+        else if (j < n_victims && victims[j] == p) ++j;
+        else return 0;
+    }
+    return i == n_kept && j == n_victims;
+}
+
+/* prefill [ask, len, [[row 0], [row 1], ...]]: pb_kvcache_prefill on the
+ * case's instance (docs/prefill.md, "Golden vectors"). There is no vtable
+ * door for it, so it always calls the native function, as introspection
+ * does. The workspace is exactly pb_kvcache_prefill_workspace_size bytes
+ * (so a sanitizer build catches any access past the size the query
+ * promised), or NULL when the case set options.prefillMaxLen. Besides
+ * "expect", a successful call must write survivors and victims that
+ * partition the prompt and leave exactly the survivors held. */
+static int step_prefill(case_state *c, policy_case *pc, const cJSON *step) {
+    pb_status want;
+    int given;
+    if (!step_refuse(c, pc, step, "tolerance") ||
+        !step_status(c, pc, step, &want, &given))
+        return -1;
+    (void)given;
+    const cJSON *a = step_args(c, pc, step, 3, 3);
+    if (a == NULL) return -1;
+    uint32_t ask, len32;
+    if (!get_u32(a->child, &ask))
+        return step_fail(c, pc, "malformed: the ask (args[0]) must be an integer "
+                                "0..4294967295");
+    if (!get_u32(a->child->next, &len32))
+        return step_fail(c, pc, "malformed: len (args[1]) must be an integer "
+                                "0..4294967295");
+    const size_t len = len32;
+    const cJSON *jrows = a->child->next->next;
+    if (!cJSON_IsArray(jrows))
+        return step_fail(c, pc, "malformed: the rows (args[2]) must be a list of "
+                                "rows, each a list of len weights");
+    /* Every row is checked before anything is allocated: a malformed step
+     * is reported as such, whatever its size. */
+    size_t rows = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, jrows) {
+        size_t count, bad;
+        if (!row_is_weights(row, len, &count, &bad)) {
+            if (!cJSON_IsArray(row))
+                return step_fail(c, pc, "malformed: row %zu must be a list of "
+                                        "len = %zu weights",
+                                 rows, len);
+            if (bad != SIZE_MAX)
+                return step_fail(c, pc, "malformed: row %zu, weight %zu must be "
+                                        "a number, \"NaN\", \"Infinity\" or "
+                                        "\"-Infinity\"",
+                                 rows, bad);
+            return step_fail(c, pc, "malformed: row %zu has %s%zu weights, len "
+                                    "is %zu (every row is len weights long)",
+                             rows, count > len ? "more than " : "",
+                             count > len ? len : count, len);
+        }
+        ++rows;
+    }
+    const cJSON *je = cJSON_GetObjectItemCaseSensitive(step, "expect");
+    if (cJSON_IsNull(je)) je = NULL;
+    if (want != PB_OK && je != NULL)
+        return step_fail(c, pc, "malformed: a failing prefill takes no "
+                                "\"expect\"");
+    uint32_t *expect = NULL;
+    size_t n_expect = 0;
+    if (je != NULL && !get_u32_list(je, &expect, &n_expect))
+        return step_fail(c, pc, "malformed: \"expect\" must be the list of kept "
+                                "positions");
+
+    /* What the step needs: the rows x len block, the workspace and the two
+     * output arrays (len entries each, so no count can overflow them). It
+     * is held to the same limit as an instance. */
+    size_t ws_bytes = 0, need = 0;
+    int fits = len == 0u || rows <= SIZE_MAX / len;
+    const size_t cells = fits ? rows * len : SIZE_MAX;
+    fits = fits && cells <= SIZE_MAX / sizeof(float) &&
+           add_bytes(&need, cells * sizeof(float));
+    if (pc->prefill_max_len == 0u) {
+        const pb_status wst = pb_kvcache_prefill_workspace_size(pc->kv, len,
+                                                                &ws_bytes);
+        if (wst != PB_OK) {
+            free(expect);
+            return step_fail(c, pc, "pb_kvcache_prefill_workspace_size(len %zu) "
+                                    "returned %s",
+                             len, name_of_status(wst));
+        }
+        fits = fits && add_bytes(&need, ws_bytes);
+    }
+    fits = fits && len < SIZE_MAX / (2u * sizeof(uint32_t)) &&
+           add_bytes(&need, 2u * (len + 1u) * sizeof(uint32_t));
+    if (!fits || need > c->run->max_bytes) {
+        free(expect);
+        if (!fits)
+            return step_fail(c, pc, "the step (%zu rows x len %zu) would need "
+                                    "more memory than size_t can count, above "
+                                    "the runner's limit of %zu bytes",
+                             rows, len, c->run->max_bytes);
+        return step_fail(c, pc, "the step (%zu rows x len %zu) would need %zu "
+                                "bytes for the rows, the workspace and the "
+                                "outputs, above the runner's limit of %zu",
+                         rows, len, need, c->run->max_bytes);
+    }
+
+    /* A non-NULL block even for rows == 0, so the call sees the row count
+     * and not a missing pointer. The workspace is allocated at exactly the
+     * queried size. */
+    float *attn = malloc(cells ? cells * sizeof *attn : 1u);
+    void *ws = pc->prefill_max_len ? NULL : malloc(ws_bytes ? ws_bytes : 1u);
+    uint32_t *kept = malloc((len + 1u) * sizeof *kept);
+    uint32_t *victims = malloc((len + 1u) * sizeof *victims);
+    int ok = attn != NULL && (ws != NULL || pc->prefill_max_len) &&
+             kept != NULL && victims != NULL;
+    if (!ok) step_fail(c, pc, "out of memory");
+    if (ok) {
+        size_t at = 0;
+        cJSON_ArrayForEach(row, jrows) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, row) {
+                float w = 0.0f;
+                (void)get_weight(e, &w); /* checked above */
+                attn[at++] = w;
+            }
+        }
+        c->run->totals->steps_prefill += 1u;
+        size_t n_kept = SIZE_MAX;
+        const pb_status st =
+            pb_kvcache_prefill(pc->kv, attn, rows, len, ask, ws, ws_bytes, kept,
+                               len, victims, len, &n_kept);
+        ok = check_status(c, pc, want, st);
+        if (ok && st == PB_OK) {
+            if (n_kept == SIZE_MAX) {
+                step_fail(c, pc, "prefill returned PB_OK without setting the "
+                                 "survivor count");
+                ok = 0;
+            } else if (n_kept > len) {
+                step_fail(c, pc, "prefill reported %zu survivors of a %zu-position "
+                                 "prompt",
+                          n_kept, len);
+                ok = 0;
+            } else if (expect != NULL &&
+                       (n_kept != n_expect ||
+                        (n_kept && memcmp(kept, expect, n_kept * sizeof *kept)))) {
+                step_fail(c, pc, "prefill(ask %lu, len %zu, %zu rows): expected "
+                                 "kept ",
+                          (unsigned long)ask, len, rows);
+                msg_add_u32_list(&c->msg, expect, n_expect);
+                msg_add(&c->msg, ", got ");
+                msg_add_u32_list(&c->msg, kept, n_kept);
+                ok = 0;
+            } else {
+                int ascending = 1;
+                for (size_t i = 0; i < n_kept && ascending; ++i)
+                    ascending = kept[i] < len && (i == 0u || kept[i - 1u] < kept[i]);
+                if (!ascending || !partition_of_prompt(kept, n_kept, victims, len)) {
+                    step_fail(c, pc, "the kept positions ");
+                    msg_add_u32_list(&c->msg, kept, n_kept);
+                    msg_add(&c->msg, " and the victims ");
+                    msg_add_u32_list(&c->msg, victims, len - n_kept);
+                    msg_add(&c->msg, " written are not two ascending lists "
+                                     "that together make 0 .. %zu",
+                            len ? len - 1u : 0u);
+                    ok = 0;
+                }
+            }
+            /* The survivors written are the survivors held. The victims
+             * array is free again and has room for len positions. */
+            size_t n_held = 0;
+            const pb_status kst =
+                ok ? pb_kvcache_kept_positions(pc->kv, victims, len, &n_held)
+                   : PB_OK;
+            if (ok && (kst != PB_OK || n_held != n_kept ||
+                       (n_kept && memcmp(victims, kept, n_kept * sizeof *kept)))) {
+                step_fail(c, pc, "after prefill wrote kept ");
+                msg_add_u32_list(&c->msg, kept, n_kept);
+                if (kst != PB_OK)
+                    msg_add(&c->msg, ", pb_kvcache_kept_positions returned %s",
+                            name_of_status(kst));
+                else {
+                    msg_add(&c->msg, ", the instance holds ");
+                    msg_add_u32_list(&c->msg, victims, n_held);
+                }
+                ok = 0;
+            }
+        }
+    }
+    free(attn);
+    free(ws);
+    free(kept);
+    free(victims);
+    free(expect);
+    return ok ? 0 : -1;
+}
+
 static int step_reset(case_state *c, policy_case *pc, const cJSON *step) {
     pb_status want;
     int given;
@@ -793,16 +1032,18 @@ static int run_step(case_state *c, policy_case *pc, const cJSON *step) {
         return fail(c, "step %zu: malformed: \"call\" must be a string", pc->step);
     static const char *const calls[] = {
         "onDecodeStep", "evict", "effectiveBudget", "windowScoreOf", "keptCount",
-        "keptPositions", "capacity", "reset", NULL};
+        "keptPositions", "capacity", "reset", "prefill", NULL};
     size_t k = 0;
     while (calls[k] != NULL && strcmp(calls[k], call->valuestring) != 0) ++k;
     if (calls[k] == NULL)
         return fail(c, "step %zu: malformed: unknown call (the calls are "
                        "onDecodeStep, evict, effectiveBudget, windowScoreOf, "
-                       "keptCount, keptPositions, capacity, reset)",
+                       "keptCount, keptPositions, capacity, reset, prefill)",
                     pc->step);
     pc->call = calls[k];
-    if (!check_keys(c, step, "a step", step_keys)) return -1;
+    char what[64];
+    snprintf(what, sizeof what, "step %zu (%s)", pc->step, pc->call);
+    if (!check_keys(c, step, what, step_keys)) return -1;
     pb_vector_totals *t = c->run->totals;
     switch (k) {
     case 0: return step_decode(c, pc, step);
@@ -818,7 +1059,8 @@ static int run_step(case_state *c, policy_case *pc, const cJSON *step) {
     case 6:
         return step_count(c, pc, step, pb_kvcache_capacity(pc->kv),
                           &t->steps_capacity);
-    default: return step_reset(c, pc, step);
+    case 7: return step_reset(c, pc, step);
+    default: return step_prefill(c, pc, step);
     }
 }
 
@@ -879,7 +1121,7 @@ static int run_policy_case(case_state *c, policy_kind kind, const cJSON *cs) {
                        "limit of %zu",
                     bytes, c->run->max_bytes);
 
-    policy_case pc = {NULL, NULL, 0, ""};
+    policy_case pc = {NULL, NULL, 0, "", o.prefill_max_len};
     pb_status st = PB_OK;
     if (native) {
         st = pb_kvcache_pyramidkv_create(&p, &o, NULL, &pc.kv);
@@ -1130,11 +1372,11 @@ void pb_vector_print_step_counts(FILE *out, const pb_vector_totals *totals) {
     fprintf(out,
             "steps run: onDecodeStep %zu, evict %zu, effectiveBudget %zu, "
             "windowScoreOf %zu, keptCount %zu, keptPositions %zu, capacity %zu, "
-            "reset %zu; budget layers checked %zu\n",
+            "reset %zu, prefill %zu; budget layers checked %zu\n",
             totals->steps_decode, totals->steps_evict, totals->steps_effective,
             totals->steps_window, totals->steps_kept_count,
             totals->steps_kept_positions, totals->steps_capacity,
-            totals->steps_reset, totals->budget_layers);
+            totals->steps_reset, totals->steps_prefill, totals->budget_layers);
 }
 
 int pb_vector_exit_status(const pb_vector_totals *totals) {

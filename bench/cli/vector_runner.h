@@ -24,10 +24,11 @@ typedef struct pb_vector_totals {
     /* Steps executed, by call: how a run shows every step type ran. */
     size_t steps_decode, steps_evict, steps_effective, steps_window,
         steps_kept_count, steps_kept_positions, steps_capacity, steps_reset,
-        budget_layers;
+        steps_prefill, budget_layers;
 } pb_vector_totals;
 
-#define PB_VECTOR_TOTALS_INIT {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}
+#define PB_VECTOR_TOTALS_INIT \
+    {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}
 
 /* How a run reports. */
 typedef struct pb_vector_options {
