@@ -24,6 +24,7 @@
 #include "fuzz_policy_driver.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,6 +534,70 @@ static void budget_functions(fz_ctx *c) {
     FZ_CHECK(shares[64] == FZ_SENTINEL);
 }
 
+/* pb_kvcache_head_reduce on fuzzed blocks against the rule in its doc
+ * comment: the statuses in order, nothing written on error, the gaps
+ * between heads (head_stride > n) never read as inputs, and the result
+ * bit for bit (double sum in ascending head order, rounded once). */
+static void head_reduce(fz_ctx *c) {
+    fz_op = "head reduce";
+    float in[64], out[16], expect[16];
+    const size_t heads = rd_u8(&c->rd) % 5u;
+    const size_t n = rd_u8(&c->rd) % 9u;
+    /* n - 1 (refused with several heads) .. n + 3. */
+    const size_t delta = rd_u8(&c->rd) % 5u;
+    const size_t stride = n + delta > 0u ? n + delta - 1u : 0u;
+    const uint32_t mode = rd_u8(&c->rd) % 4u;
+    const int in_place = rd_u8(&c->rd) % 4u == 0u;
+    for (size_t i = 0; i < 64u; ++i) in[i] = NAN; /* gaps: never inputs */
+    int bad = 0;
+    for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < n; ++i) {
+            float v = good_weight(&c->rd);
+            if (rd_u8(&c->rd) % 32u == 0u) v = bad_weight(&c->rd);
+            if (!(v >= 0.0f && v <= FLT_MAX)) bad = 1;
+            in[h * stride + i] = v;
+        }
+    for (size_t i = 0; i < 16u; ++i) out[i] = expect[i] = -3.0f;
+    pb_status want = PB_OK;
+    int open = 0; /* a SUM that rounds to FLT_MAX: both readings allowed */
+    if (heads == 0u || mode > 2u || (heads > 1u && stride < n))
+        want = PB_ERR_PARAM;
+    else if (bad)
+        want = PB_ERR_WEIGHT;
+    else
+        for (size_t i = 0; i < n; ++i) {
+            double sum = 0.0, max = 0.0;
+            for (size_t h = 0; h < heads; ++h) {
+                const double v = (double)in[h * stride + i];
+                sum += v;
+                if (h == 0u || v > max) max = v;
+            }
+            if (mode == PB_HEAD_REDUCE_MEAN) expect[i] = (float)(sum / (double)heads);
+            else if (mode == PB_HEAD_REDUCE_MAX) expect[i] = (float)max;
+            else if (sum > (double)FLT_MAX) {
+                if ((float)sum == FLT_MAX) open = 1;
+                else want = PB_ERR_WEIGHT;
+            } else expect[i] = (float)sum;
+        }
+    float *dst = in_place && want == PB_OK ? in : out;
+    const pb_status got =
+        pb_kvcache_head_reduce(in, heads, stride, n, mode, dst);
+    if (open && (got == PB_OK || got == PB_ERR_WEIGHT)) return;
+    FZ_CHECK_EQ(got, want);
+    if (got != PB_OK) {
+        for (size_t i = 0; i < 16u; ++i) FZ_CHECK(out[i] == -3.0f);
+        return;
+    }
+    if (open) return;
+    /* Equal as floats: bit for bit but for the sign of a zero sum or
+     * maximum, which the doc does not fix. */
+    for (size_t i = 0; i < n; ++i) FZ_CHECK(dst[i] == expect[i]);
+    FZ_CHECK(pb_kvcache_head_reduce(NULL, heads, stride, n, mode, out) ==
+             PB_ERR_NULL);
+    FZ_CHECK(pb_kvcache_head_reduce(in, heads, stride, n, mode, NULL) ==
+             PB_ERR_NULL);
+}
+
 static void op_query(fz_ctx *c) {
     fz_op = "introspection";
     const size_t kept = c->ref.kept;
@@ -591,7 +656,10 @@ static void op_query(fz_ctx *c) {
                  PB_ERR_NULL);
         break;
     case 5: null_instance_calls(c); break;
-    case 6: budget_functions(c); break;
+    case 6:
+        if (rd_u8(&c->rd) % 2u) budget_functions(c);
+        else head_reduce(c);
+        break;
     default:
         if (c->vt != NULL) FZ_CHECK(c->vt->memory_bytes(c->pol) == c->mem);
         FZ_CHECK(pb_kvcache_pyramidkv.memory_bytes(c->pol) == c->mem);
