@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyramidkv/pyramidkv.h"
 #include "vector_runner.h"
 
 typedef struct outcome {
@@ -900,32 +901,46 @@ static void hostile_prefill_sizes(void **state) {
     expect_in_report(&o, "above the runner's limit of 268435456");
     assert_int_equal(o.totals.steps_prefill, 0);
 
-    /* The limit given to the runner applies to the step too: one row of
-     * 1,000 weights needs 4,000 bytes for the block, 10,000 for the
-     * workspace and 8,008 for the outputs, where the instance fits in the
-     * 8 KiB allowed. */
-    char *doc = malloc(4096);
+    /* The limit given to the runner applies to the step too. With the
+     * limit set to the instance's own size (whatever the engine needs), a
+     * one-row step of len = that many positions needs more: 4 bytes per
+     * position for the row, 8 for the outputs and about 10 for the
+     * workspace. */
+    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    p.budget = 4;
+    p.recent_window = 1;
+    size_t limit = 0;
+    assert_int_equal(pb_kvcache_pyramidkv_size(&p, NULL, &limit), PB_OK);
+    const size_t n = limit;
+    const size_t cap = 2u * n + 512u;
+    char *doc = malloc(cap);
     assert_non_null(doc);
-    size_t at = (size_t)snprintf(doc, 4096,
+    size_t at = (size_t)snprintf(doc, cap,
                                  "{\"policy\":\"kv-cache/snapkv\",\"version\":1,"
                                  "\"cases\":[{\"name\":\"big\",\"params\":{"
                                  "\"budget\":4,\"recentWindow\":1},\"steps\":["
-                                 "{\"call\":\"prefill\",\"args\":[4,1000,[[");
-    for (size_t i = 0; i < 1000; ++i)
-        at += (size_t)snprintf(doc + at, 4096 - at, i ? ",0" : "1");
-    at += (size_t)snprintf(doc + at, 4096 - at,
-                           "]]],\"expect\":[1,2,3,999]}]}]}");
-    run_raw(doc, at, 8192, &o);
+                                 "{\"call\":\"prefill\",\"args\":[4,%zu,[[",
+                                 n);
+    for (size_t i = 0; i < n; ++i)
+        at += (size_t)snprintf(doc + at, cap - at, i ? ",0" : "1");
+    at += (size_t)snprintf(doc + at, cap - at,
+                           "]]],\"expect\":[1,2,3,%zu]}]}]}", n - 1u);
+    assert_true(at < cap);
+    run_raw(doc, at, limit, &o);
     expect_one_failed_case(&o);
-    expect_in_report(&o, "step 0 (prefill): the step (1 rows x len 1000) would "
-                         "need ");
-    expect_in_report(&o, "above the runner's limit of 8192");
+    char needle[128];
+    snprintf(needle, sizeof needle,
+             "step 0 (prefill): the step (1 rows x len %zu) would need ", n);
+    expect_in_report(&o, needle);
+    snprintf(needle, sizeof needle, "above the runner's limit of %zu", limit);
+    expect_in_report(&o, needle);
     assert_int_equal(o.totals.steps_prefill, 0);
     /* With the default limit the same step runs. Consistent scope, the one
-     * row admits 999 (protected, recent 1) and gives position 0 a score of
-     * 1; max pooling with kernel 7 lifts 1..3 to it. Share 4: 996 of 0..998
-     * go, the 995 pooled zeros 4..998 first, then the lowest of the pooled
-     * ones, 0 (equal scores evict the lower position). Kept {1,2,3,999}. */
+     * row admits n-1 (protected, recent 1) and gives position 0 a score of
+     * 1; max pooling with kernel 7 lifts 1..3 to it. Share 4: n-4 of
+     * 0..n-2 go, the pooled zeros 4..n-2 first, then the lowest of the
+     * pooled ones, 0 (equal scores evict the lower position). Kept
+     * {1,2,3,n-1}. */
     run_raw(doc, at, 0, &o);
     if (o.totals.passed != 1u) {
         print_error("report:\n%s\n", o.text);
