@@ -115,15 +115,19 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
     const size_t capacity = (size_t)cfg->capacity;
     const size_t max_holes = max_holes_of(capacity);
+    /* pos[] and the sums hold at most max_holes dead columns; a ring row of
+     * the lazy state's old layout up to PB__FILTER_MAX_NEEDED more. */
     const size_t columns = capacity + max_holes;
+    const size_t ring_columns = columns + PB__FILTER_MAX_NEEDED;
     const size_t obs = (size_t)cfg->params.obs_window;
     const size_t floats_per_line = PB__ALIGN / sizeof(float);
 
-    size_t row_stride = (columns + floats_per_line - 1u) &
+    size_t row_stride = (ring_columns + floats_per_line - 1u) &
                         ~(floats_per_line - 1u); /* rows start on lines */
     size_t pos_bytes = columns, ring_bytes = row_stride;
-    size_t score_bytes = columns, alive_bytes = (columns + 63u) / 64u;
+    size_t score_bytes = columns, alive_bytes = (ring_columns + 63u) / 64u;
     size_t hole_bytes = max_holes;
+    size_t lazy_bytes = max_holes + PB__FILTER_MAX_NEEDED;
     size_t hist_bytes = PB__HIST_BINS, prefill_bytes = 0;
     size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
     size_t heap_bytes = PB__FILTER_MAX_NEEDED;
@@ -137,6 +141,7 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
         !mul_ok(&score_bytes, sizeof(double)) ||
         !mul_ok(&alive_bytes, sizeof(uint64_t)) ||
         !mul_ok(&hole_bytes, sizeof(size_t)) ||
+        !mul_ok(&lazy_bytes, sizeof(size_t)) ||
         !mul_ok(&hist_bytes, sizeof(size_t)) ||
         !mul_ok(&cand_bytes, sizeof(struct pb__candidate)) ||
         !mul_ok(&heap_bytes, sizeof(double)))
@@ -149,6 +154,7 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
         !region(&cursor, score_bytes, &out->off_scores) ||
         !region(&cursor, alive_bytes, &out->off_alive) ||
         !region(&cursor, hole_bytes, &out->off_holes) ||
+        !region(&cursor, lazy_bytes, &out->off_lazy) ||
         !region(&cursor, work_bytes, &out->off_work) ||
         !region(&cursor, hist_bytes, &out->off_hist) ||
         !region(&cursor, cand_bytes, &out->off_cands) ||
@@ -202,6 +208,8 @@ static void reset_state(pb_kvcache *p) {
     p->kept = 1u;
     p->slot = 0u;
     p->n_holes = 0u;
+    p->n_lazy = 0u;
+    p->dense_rows = 0u;
     p->zero_upto = 1u; /* column 0 is zeroed below; the rest is unknown */
     p->sums_valid = 0;
     p->gap = 0u;
@@ -248,6 +256,8 @@ pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
     p->scores = (double *)(void *)(base + layout.off_scores);
     p->alive = (uint64_t *)(void *)(base + layout.off_alive);
     p->holes = (size_t *)(void *)(base + layout.off_holes);
+    p->lazy_holes = (size_t *)(void *)(base + layout.off_lazy);
+    p->lazy_ok = p->obs_window <= 64u;
     p->max_holes = layout.max_holes;
     p->cands = (struct pb__candidate *)(void *)(base + layout.off_cands);
     p->heap = (double *)(void *)(base + layout.off_heap);
@@ -287,6 +297,45 @@ pb_status pb_kvcache_reset(pb_kvcache *policy) {
 /* ------------------------------------------------------------------------ */
 /* Observe                                                                  */
 
+/* In the lazy state: writes the step into its row with column == rank and
+ * zeroes the old layout's tail, so the row is dense and every column from
+ * kept on is zero; once all rows are, the old layout is forgotten. */
+static void rewrite_row_densely(pb_kvcache *p, const float *attn) {
+    float *row = p->ring + (size_t)p->slot * p->row_stride;
+    memcpy(row, attn, p->kept * sizeof *row);
+    memset(row + p->kept, 0, p->n_lazy * sizeof *row);
+    p->dense_rows |= UINT64_C(1) << p->slot;
+    const uint64_t all = p->obs_window == 64u
+                             ? ~UINT64_C(0)
+                             : (UINT64_C(1) << p->obs_window) - 1u;
+    if (p->dense_rows == all) {
+        p->n_lazy = 0u;
+        p->dense_rows = 0u;
+    }
+}
+
+/* Leaves the lazy state: compacts the rows not yet rewritten (their tails
+ * zeroed as the dense ones are). */
+static void finish_lazy(pb_kvcache *p) {
+    if (p->n_lazy == 0u) return;
+    const size_t n_cols = p->kept + p->n_lazy;
+    const size_t words = (n_cols + 63u) / 64u;
+    memset(p->alive, 0xFF, words * sizeof *p->alive);
+    if (n_cols % 64u != 0u)
+        p->alive[words - 1u] = (UINT64_C(1) << (n_cols % 64u)) - 1u;
+    for (size_t t = 0; t < p->n_lazy; ++t)
+        p->alive[p->lazy_holes[t] / 64u] &=
+            ~(UINT64_C(1) << (p->lazy_holes[t] % 64u));
+    for (uint32_t s = 0; s < p->obs_window; ++s) {
+        if ((p->dense_rows >> s) & 1u) continue;
+        float *row = p->ring + (size_t)s * p->row_stride;
+        pb__compact_columns(row, sizeof *row, p->alive, n_cols);
+        memset(row + p->kept, 0, p->n_lazy * sizeof *row);
+    }
+    p->n_lazy = 0u;
+    p->dense_rows = 0u;
+}
+
 pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
                              const float *attn, size_t attn_len) {
     if (policy == NULL) return PB_ERR_NULL;
@@ -304,7 +353,9 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
     if (p->kept >= p->capacity) return PB_ERR_FULL;
 
     if (attn != NULL) {
-        if (p->sums_valid && !(flags & PB__WEIGHT_BIG)) {
+        if (p->n_lazy > 0u) {
+            rewrite_row_densely(p, attn);
+        } else if (p->sums_valid && !(flags & PB__WEIGHT_BIG)) {
             pb__filter_store_row(p, attn, attn_len);
         } else {
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
@@ -314,9 +365,10 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
         p->slot = p->slot + 1u == p->obs_window ? 0u : p->slot + 1u;
         if (p->gap < UINT32_MAX) p->gap += 1u;
     }
-    const size_t col = p->kept + p->n_holes;
-    p->pos[col] = pos;
-    p->scores[col] = 0.0; /* the sum of a new position, if kept */
+    const size_t at = p->kept + p->n_holes; /* in pos[] and the sums */
+    p->pos[at] = pos;
+    p->scores[at] = 0.0; /* the sum of a new position, if kept */
+    const size_t col = at + p->n_lazy; /* in the rows of the old layout */
     if (col >= p->zero_upto) {
         /* Zero this column and the rest of its cache line in every row:
          * the next admissions find their columns zero already. */
@@ -376,9 +428,10 @@ static void compact_all(pb_kvcache *p, size_t n_cols, int with_sums) {
 
 /* Drops ranks[0 .. k-1] (ascending) after a cheap selection: writes their
  * positions to victims[] and turns their columns into holes, compacting
- * when too many have gathered. Nothing else moves. */
+ * when too many have gathered or when long_gap is set. Nothing else
+ * moves. */
 static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
-                       uint32_t *victims, int filtered) {
+                       uint32_t *victims, int filtered, int long_gap) {
     size_t cols[PB__FILTER_MAX_NEEDED];
     assert(k >= 1u && k <= PB__FILTER_MAX_NEEDED);
     for (size_t t = 0; t < k; ++t) {
@@ -388,7 +441,33 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
     const size_t n_cols = p->kept + p->n_holes;
     p->kept -= k;
 
-    if (p->n_holes + k > p->max_holes) {
+    /* When evicts come far apart every step until the next one should copy
+     * its row in one piece, not one run between each pair of holes: so
+     * compact pos[] now and let each ring row be compacted by its next
+     * step's rewrite (the lazy state), or, where rows cannot be tracked,
+     * compact everything now. */
+    if (long_gap && p->lazy_ok && !p->sums_valid) {
+        mark_alive(p, n_cols, cols, k);
+        pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
+        size_t a = p->n_holes, b = k, out = p->n_holes + k;
+        while (b > 0u) { /* lazy_holes = holes + cols, sorted */
+            if (a > 0u && p->holes[a - 1u] > cols[b - 1u])
+                p->lazy_holes[--out] = p->holes[--a];
+            else
+                p->lazy_holes[--out] = cols[--b];
+        }
+        while (a > 0u) {
+            --a;
+            p->lazy_holes[a] = p->holes[a];
+        }
+        p->n_lazy = p->n_holes + k;
+        p->n_holes = 0u;
+        p->dense_rows = 0u;
+        p->last_path = filtered ? PB__PATH_FILTERED_COMPACTED
+                                : PB__PATH_STREAMED_COMPACTED;
+        return;
+    }
+    if (p->n_holes + k > p->max_holes || long_gap) {
         mark_alive(p, n_cols, cols, k);
         compact_all(p, n_cols, p->sums_valid);
         p->last_path = filtered ? PB__PATH_FILTERED_COMPACTED
@@ -483,6 +562,7 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
         return PB_OK;
     }
 
+    finish_lazy(p); /* one layout for every row before any score */
     const uint32_t gap = p->gap;
     const int want_sums = p->filter_ok && gap <= PB__FILTER_MAX_GAP;
     p->gap = 0u;
@@ -506,7 +586,8 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
             }
         }
         if (!filtered) pb__stream_select(p, evictable, needed, ranks);
-        drop_ranks(p, ranks, needed, victims, filtered);
+        drop_ranks(p, ranks, needed, victims, filtered,
+                   gap > PB__FILTER_MAX_GAP);
         if (!want_sums) {
             p->sums_valid = 0;
         } else if (!p->sums_valid) {
@@ -582,10 +663,23 @@ static size_t column_of_pos(const pb_kvcache *p, uint32_t pos) {
 pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,
                                   double *score) {
     if (policy == NULL || score == NULL) return PB_ERR_NULL;
-    const size_t col = column_of_pos(policy, pos);
+    const pb_kvcache *p = policy;
+    const size_t col = column_of_pos(p, pos);
     if (col == SIZE_MAX) return PB_ERR_NOT_HELD;
-    *score = pb__ring_window_score(policy->ring, policy->row_stride,
-                                   policy->obs_window, col);
+    if (p->n_lazy == 0u) {
+        *score = pb__ring_window_score(p->ring, p->row_stride, p->obs_window,
+                                       col);
+        return PB_OK;
+    }
+    /* Lazy state: pos[] is dense (col is the rank); each row has its own
+     * layout. The same fold, in slot order. */
+    const size_t old_col = pb__ring_column_of(p->lazy_holes, p->n_lazy, col);
+    double sum = 0.0;
+    for (uint32_t s = 0; s < p->obs_window; ++s) {
+        const size_t c = ((p->dense_rows >> s) & 1u) ? col : old_col;
+        sum += (double)p->ring[(size_t)s * p->row_stride + c];
+    }
+    *score = sum;
     return PB_OK;
 }
 

@@ -51,6 +51,42 @@ pb_status pb__config_resolve(const pb_kvcache_pyramidkv_params *params,
                              pb__config *out);
 
 /* ------------------------------------------------------------------------ */
+/* Runs of live columns                                                     */
+
+/* A run of live columns: ranks [rank, rank + len) live in columns
+ * [col, col + len). */
+typedef struct pb__run {
+    size_t rank, col, len;
+} pb__run;
+
+/* Walks the runs covering ranks 0 .. n-1 in order: start from a zeroed
+ * pb__runs and call pb__run_next until it returns 0. */
+typedef struct pb__runs {
+    size_t rank, col, hole;
+} pb__runs;
+
+/* An iterator positioned at rank `rank`, for pb__run_next with n > rank. */
+pb__runs pb__runs_at(const size_t *holes, size_t n_holes, size_t rank);
+
+static inline int pb__run_next(pb__runs *it, const size_t *holes,
+                               size_t n_holes, size_t n, pb__run *out) {
+    if (it->rank >= n) return 0;
+    while (it->hole < n_holes && holes[it->hole] == it->col) {
+        it->col += 1u;
+        it->hole += 1u;
+    }
+    size_t len = n - it->rank;
+    if (it->hole < n_holes && holes[it->hole] - it->col < len)
+        len = holes[it->hole] - it->col;
+    out->rank = it->rank;
+    out->col = it->col;
+    out->len = len;
+    it->rank += len;
+    it->col += len;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Hot loops (simd_kernels.c)                                               */
 
 #define PB__WEIGHT_BAD 1u /* NaN, infinite or negative (-0.0 is allowed) */
@@ -63,9 +99,11 @@ typedef struct pb__kernels {
     void (*window_scores)(const float *ring, size_t row_stride,
                           uint32_t obs_window, size_t col, size_t n,
                           double *out);
-    /* row[j] = weights[j], and sums[j] += q(new) - q(old). */
+    /* For ranks 0 .. n-1 in their columns (past the holes): the row's
+     * cell = weights[rank], and the column's sum += q(new) - q(old). */
     void (*store_sums)(float *row, const float *weights, double *sums,
-                       size_t n, double scale);
+                       const size_t *holes, size_t n_holes, size_t n,
+                       double scale);
     /* sums[j] += q(src[j]); returns 1 if some src[j] is at or above the
      * limit (bit pattern of a float). */
     unsigned (*quantise_add)(const float *src, double *sums, size_t n,
@@ -107,11 +145,20 @@ size_t pb__kernels_available(const pb__kernels **out, size_t cap);
  * in pos[], so pos[] stays ascending over all columns. Every other path
  * (create, reset, a full evict) leaves no hole, so column == rank.
  *
+ * When evicts come far apart the ring is compacted lazily instead: pos[]
+ * is compacted at once (no holes), but each ring row keeps the old layout,
+ * with the dead columns lazy_holes[], until the next decode step of its
+ * slot rewrites it densely (column == rank); dense_rows has a bit per row
+ * so rewritten. After obs_window steps every row is dense and the old
+ * layout is forgotten, so no row was ever moved; an evict that comes
+ * sooner first compacts the rows not yet rewritten. In this lazy state
+ * n_holes is 0 and the sums are not valid.
+ *
  * Doors other than policy.c (the prefill door) may write pos, kept, slot
  * and the ring directly, but only on an instance fresh from create or reset
- * (no holes, sums_valid 0, zero_upto 1), and they must leave n_holes at 0,
- * sums_valid at 0 and zero_upto at most kept; the engine rebuilds its sums
- * when it next wants them.
+ * (no holes, not lazy, sums_valid 0, zero_upto 1), and they must leave
+ * n_holes and n_lazy at 0, sums_valid at 0 and zero_upto at most kept; the
+ * engine rebuilds its sums when it next wants them.
  */
 struct pb_kvcache {
     pb__config cfg;
@@ -125,7 +172,7 @@ struct pb_kvcache {
     const pb__kernels *k; /* the hot loops, chosen at create */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */
     size_t row_stride;    /* floats from one ring row to the next, >=
-                             capacity + max_holes */
+                             capacity + max_holes + PB__FILTER_MAX_NEEDED */
 
     uint32_t *pos;        /* [capacity + max_holes] positions by column,
                              ascending */
@@ -133,14 +180,22 @@ struct pb_kvcache {
     double *scores;       /* [capacity + max_holes]: the quantised window
                              sums by column while sums_valid, else evict
                              scratch by rank (window, then pooled scores) */
-    uint64_t *alive;      /* [ceil((capacity + max_holes) / 64)] evict
-                             scratch: surviving columns */
+    uint64_t *alive;      /* [ceil(row_stride / 64)] evict scratch:
+                             surviving columns */
     size_t *holes;        /* [max_holes] dead columns, ascending */
     size_t n_holes, max_holes;
-    size_t zero_upto;     /* ring columns kept + n_holes .. zero_upto-1 are
-                             0 in every row: an admission there writes
-                             nothing, and the next one past it zeroes a
-                             whole cache line of columns at once */
+    size_t *lazy_holes;   /* [max_holes + PB__FILTER_MAX_NEEDED] dead
+                             columns of the rows not yet rewritten,
+                             ascending; n_lazy > 0 only in the lazy state */
+    size_t n_lazy;
+    uint64_t dense_rows;  /* in the lazy state, bit s: row s rewritten */
+    int lazy_ok;          /* obs_window <= 64: lazy compaction possible */
+    size_t zero_upto;     /* ring columns kept + n_holes + n_lazy ..
+                             zero_upto-1 are 0 in every row (and, in a row
+                             rewritten densely, so are kept ..): an
+                             admission there writes nothing, and the next
+                             one past it zeroes a whole cache line of
+                             columns at once */
     void *work;           /* pooling scratch, work_bytes */
     size_t work_bytes;
     size_t *hist;         /* [PB__HIST_BINS] selection histogram */
@@ -186,6 +241,7 @@ pb_status pb__prefill_scratch_bytes(size_t len, size_t *bytes);
 typedef struct pb__layout {
     size_t row_stride, max_holes;
     size_t off_pos, off_ring, off_scores, off_alive, off_holes, off_work;
+    size_t off_lazy;
     size_t off_hist, off_prefill, off_cands, off_heap;
     size_t work_bytes, prefill_bytes;
     size_t span;  /* bytes from the aligned start to the end, whole lines */
@@ -210,39 +266,6 @@ enum pb__path {
 
 /* The ring column of rank `rank` given the sorted dead columns. */
 size_t pb__ring_column_of(const size_t *holes, size_t n_holes, size_t rank);
-
-/* A run of live columns: ranks [rank, rank + len) live in columns
- * [col, col + len). */
-typedef struct pb__run {
-    size_t rank, col, len;
-} pb__run;
-
-/* Walks the runs covering ranks 0 .. n-1 in order: start from a zeroed
- * pb__runs and call pb__run_next until it returns 0. */
-typedef struct pb__runs {
-    size_t rank, col, hole;
-} pb__runs;
-
-/* An iterator positioned at rank `rank`, for pb__run_next with n > rank. */
-pb__runs pb__runs_at(const size_t *holes, size_t n_holes, size_t rank);
-
-static inline int pb__run_next(pb__runs *it, const size_t *holes,
-                               size_t n_holes, size_t n, pb__run *out) {
-    if (it->rank >= n) return 0;
-    while (it->hole < n_holes && holes[it->hole] == it->col) {
-        it->col += 1u;
-        it->hole += 1u;
-    }
-    size_t len = n - it->rank;
-    if (it->hole < n_holes && holes[it->hole] - it->col < len)
-        len = holes[it->hole] - it->col;
-    out->rank = it->rank;
-    out->col = it->col;
-    out->len = len;
-    it->rank += len;
-    it->col += len;
-    return 1;
-}
 
 /* Copies n weights (by rank) into ring row `slot`. */
 void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,

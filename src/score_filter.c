@@ -104,12 +104,8 @@ int pb__filter_rebuild(pb_kvcache *p) {
 }
 
 void pb__filter_store_row(pb_kvcache *p, const float *weights, size_t n) {
-    float *row = p->ring + (size_t)p->slot * p->row_stride;
-    pb__runs it = {0, 0, 0};
-    pb__run run;
-    while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
-        p->k->store_sums(row + run.col, weights + run.rank,
-                         p->scores + run.col, run.len, p->q_scale);
+    p->k->store_sums(p->ring + (size_t)p->slot * p->row_stride, weights,
+                     p->scores, p->holes, p->n_holes, n, p->q_scale);
 }
 
 /* ------------------------------------------------------------------------ */

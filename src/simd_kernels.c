@@ -26,7 +26,6 @@
 
 #include "policy_internal.h"
 
-
 #if !defined(PB_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__i386__))
 #define PB__X86_VARIANTS 1
@@ -81,6 +80,17 @@ PB__INLINE void store_sums_body(float *restrict row,
         row[j] = w;
         sums[j] += quantise(scale, w) - quantise(scale, old);
     }
+}
+
+/* store_sums_body over every run of live columns of a row. */
+PB__INLINE void store_sums_runs_body(float *row, const float *weights,
+                                     double *sums, const size_t *holes,
+                                     size_t n_holes, size_t n, double scale) {
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, holes, n_holes, n, &run))
+        store_sums_body(row + run.col, weights + run.rank, sums + run.col,
+                        run.len, scale);
 }
 
 PB__INLINE unsigned quantise_add_body(const float *restrict src,
@@ -145,10 +155,10 @@ PB__INLINE size_t count_below_body(const double *x, size_t n, double t) {
                                      size_t n, double *out) {                 \
         scores_body(ring, row_stride, obs_window, col, n, out, group);        \
     }                                                                         \
-    attr static void store_sums_##suffix(float *row, const float *weights,    \
-                                         double *sums, size_t n,              \
-                                         double scale) {                      \
-        store_sums_body(row, weights, sums, n, scale);                        \
+    attr static void store_sums_##suffix(                                     \
+        float *row, const float *weights, double *sums, const size_t *holes,  \
+        size_t n_holes, size_t n, double scale) {                             \
+        store_sums_runs_body(row, weights, sums, holes, n_holes, n, scale);   \
     }                                                                         \
     attr static unsigned quantise_add_##suffix(                               \
         const float *src, double *sums, size_t n, double scale,               \
