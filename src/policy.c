@@ -208,6 +208,7 @@ static void reset_state(pb_kvcache *p) {
     p->kept = 1u;
     p->slot = 0u;
     p->n_holes = 0u;
+    p->prefix_valid = 0;
     p->n_lazy = 0u;
     p->dense_rows = 0u;
     p->zero_upto = 1u; /* column 0 is zeroed below; the rest is unknown */
@@ -259,6 +260,7 @@ pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
     p->lazy_holes = (size_t *)(void *)(base + layout.off_lazy);
     p->lazy_ok = p->obs_window <= 64u;
     p->max_holes = layout.max_holes;
+    p->columns = (size_t)cfg.capacity + layout.max_holes;
     p->cands = (struct pb__candidate *)(void *)(base + layout.off_cands);
     p->heap = (double *)(void *)(base + layout.off_heap);
     p->work = layout.work_bytes ? (void *)(base + layout.off_work) : NULL;
@@ -361,6 +363,10 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
                                attn_len, p->holes, p->n_holes);
             p->sums_valid = 0;
+            if (p->prefix_valid)
+                p->k->prefix_add(p->ring + (size_t)p->slot * p->row_stride,
+                                 p->scores, p->holes, p->n_holes, attn_len,
+                                 p->slot == 0u);
         }
         p->slot = p->slot + 1u == p->obs_window ? 0u : p->slot + 1u;
         if (p->gap < UINT32_MAX) p->gap += 1u;
@@ -446,7 +452,7 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
      * compact pos[] now and let each ring row be compacted by its next
      * step's rewrite (the lazy state), or, where rows cannot be tracked,
      * compact everything now. */
-    if (long_gap && p->lazy_ok && !p->sums_valid) {
+    if (long_gap && p->lazy_ok && !p->sums_valid && !p->prefix_valid) {
         mark_alive(p, n_cols, cols, k);
         pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
         size_t a = p->n_holes, b = k, out = p->n_holes + k;
@@ -469,7 +475,7 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
     }
     if (p->n_holes + k > p->max_holes || long_gap) {
         mark_alive(p, n_cols, cols, k);
-        compact_all(p, n_cols, p->sums_valid);
+        compact_all(p, n_cols, p->sums_valid || p->prefix_valid);
         p->last_path = filtered ? PB__PATH_FILTERED_COMPACTED
                                 : PB__PATH_STREAMED_COMPACTED;
         return;
@@ -535,6 +541,27 @@ static void evict_full(pb_kvcache *p, size_t evictable, size_t needed,
     p->last_path = PB__PATH_FULL;
 }
 
+/* After an evict: what the per-column array should hold until the next.
+ * Evicts far apart: nothing (a step is a plain copy). Otherwise the sums
+ * while the filter decides or once its backoff has run out, else the
+ * prefix folds for the streaming path. */
+static void keep_up(pb_kvcache *p, int short_gap) {
+    if (!short_gap || !p->stream_ok) {
+        p->sums_valid = 0;
+        p->prefix_valid = 0;
+        return;
+    }
+    if (p->sums_valid) return;
+    if (p->filter_wait > 0u) {
+        p->filter_wait -= 1u;
+    } else if (p->filter_ok) {
+        p->prefix_valid = 0;
+        p->sums_valid = pb__filter_rebuild(p);
+        if (p->sums_valid) return;
+    }
+    if (!p->prefix_valid) pb__prefix_rebuild(p);
+}
+
 pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
                            uint32_t *victims, size_t victims_cap,
                            size_t *n_victims) {
@@ -564,7 +591,7 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
 
     finish_lazy(p); /* one layout for every row before any score */
     const uint32_t gap = p->gap;
-    const int want_sums = p->filter_ok && gap <= PB__FILTER_MAX_GAP;
+    const int short_gap = gap <= PB__FILTER_MAX_GAP;
     p->gap = 0u;
     if (needed <= PB__FILTER_MAX_NEEDED && p->stream_ok) {
         size_t ranks[PB__FILTER_MAX_NEEDED];
@@ -582,28 +609,21 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
                                         ? 2u * p->filter_backoff
                                         : p->filter_backoff;
                 p->filter_wait = p->filter_backoff;
-                p->sums_valid = 0;
+                p->sums_valid = 0; /* the array is not prefix folds either */
             }
         }
         if (!filtered) pb__stream_select(p, evictable, needed, ranks);
         drop_ranks(p, ranks, needed, victims, filtered,
                    gap > PB__FILTER_MAX_GAP);
-        if (!want_sums) {
-            p->sums_valid = 0;
-        } else if (!p->sums_valid) {
-            if (p->filter_wait > 0u)
-                p->filter_wait -= 1u;
-            else
-                p->sums_valid = pb__filter_rebuild(p);
-        }
+        keep_up(p, short_gap);
         *n_victims = needed;
         return PB_OK;
     }
     evict_full(p, evictable, needed, victims);
-    /* The full path used the sums' array as scratch. */
+    /* The full path used the per-column array as scratch. */
     p->sums_valid = 0;
-    if (want_sums && p->filter_wait == 0u)
-        p->sums_valid = pb__filter_rebuild(p);
+    p->prefix_valid = 0;
+    keep_up(p, short_gap);
     *n_victims = needed;
     return PB_OK;
 }

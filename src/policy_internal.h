@@ -95,10 +95,19 @@ static inline int pb__run_next(pb__runs *it, const size_t *holes,
 /* One variant of the hot loops. All variants give bit-identical results. */
 typedef struct pb__kernels {
     const char *name; /* "generic", "avx2" or "avx512" */
-    /* out[j] = window score of column col + j, j = 0 .. n-1. */
-    void (*window_scores)(const float *ring, size_t row_stride,
-                          uint32_t obs_window, size_t col, size_t n,
-                          double *out);
+    /* out[j] = init[j] (0.0 if init is NULL) + row row_begin + ... +
+     * row row_end-1 of column col + j, added in row order, j = 0 .. n-1.
+     * It may read up to `avail` cells from col on, in every row and in
+     * init (whole groups of columns are summed). With rows 0 .. obs_window
+     * and no init, out[j] is column col + j's window score. */
+    void (*fold_rows)(const float *ring, size_t row_stride,
+                      uint32_t row_begin, uint32_t row_end, size_t col,
+                      size_t n, const double *init, size_t avail,
+                      double *out);
+    /* For the live columns of ranks 0 .. n-1: q[col] = (restart ? 0.0 :
+     * q[col]) + row[col]. */
+    void (*prefix_add)(const float *row, double *q, const size_t *holes,
+                       size_t n_holes, size_t n, unsigned restart);
     /* For ranks 0 .. n-1 in their columns (past the holes): the row's
      * cell = weights[rank], and the column's sum += q(new) - q(old). */
     void (*store_sums)(float *row, const float *weights, double *sums,
@@ -156,9 +165,10 @@ size_t pb__kernels_available(const pb__kernels **out, size_t cap);
  *
  * Doors other than policy.c (the prefill door) may write pos, kept, slot
  * and the ring directly, but only on an instance fresh from create or reset
- * (no holes, not lazy, sums_valid 0, zero_upto 1), and they must leave
- * n_holes and n_lazy at 0, sums_valid at 0 and zero_upto at most kept; the
- * engine rebuilds its sums when it next wants them.
+ * (no holes, not lazy, sums_valid and prefix_valid 0, zero_upto 1), and
+ * they must leave n_holes and n_lazy at 0, sums_valid and prefix_valid at
+ * 0 and zero_upto at most kept; the engine rebuilds its sums or prefix
+ * folds when it next wants them.
  */
 struct pb_kvcache {
     pb__config cfg;
@@ -177,9 +187,11 @@ struct pb_kvcache {
     uint32_t *pos;        /* [capacity + max_holes] positions by column,
                              ascending */
     float *ring;          /* [obs_window * row_stride] */
-    double *scores;       /* [capacity + max_holes]: the quantised window
-                             sums by column while sums_valid, else evict
-                             scratch by rank (window, then pooled scores) */
+    double *scores;       /* [columns]: by column, the quantised window sums
+                             while sums_valid, or the prefix folds while
+                             prefix_valid; else evict scratch by rank
+                             (window, then pooled scores) */
+    size_t columns;       /* capacity + max_holes: length of pos[], scores[] */
     uint64_t *alive;      /* [ceil(row_stride / 64)] evict scratch:
                              surviving columns */
     size_t *holes;        /* [max_holes] dead columns, ascending */
@@ -209,6 +221,11 @@ struct pb_kvcache {
                              obs_window */
     int sums_valid;       /* scores[] holds the quantised sums and every
                              observe keeps them current */
+    int prefix_valid;     /* scores[] holds, per column, the exact fold of
+                             ring slots 0 .. slot-1 (all slots when slot is
+                             0), kept current by every observe: an exact
+                             window score then needs only the slots not yet
+                             rewritten in this turn of the ring */
     double q_scale;       /* 2^q_shift: weight -> fixed point */
     uint32_t q_limit_bits;/* bit pattern of the first float too large to
                              quantise; such a weight drops the sums */
@@ -291,11 +308,16 @@ void pb__ring_window_scores(const pb__kernels *k, const float *ring,
                             size_t row_stride, uint32_t obs_window, size_t n,
                             const size_t *holes, size_t n_holes, double *out);
 
-/* out[j] = the window score of rank first + j, j = 0 .. count-1. */
+/* out[j] = the window score of rank first + j, j = 0 .. count-1. With
+ * prefix not NULL (prefix[col]: the fold of rows 0 .. row_begin-1 of that
+ * column, prefix_len columns long), only rows row_begin .. obs_window-1
+ * are added to it: the same fold, finished. */
 void pb__ring_window_scores_range(const pb__kernels *k, const float *ring,
                                   size_t row_stride, uint32_t obs_window,
                                   const size_t *holes, size_t n_holes,
-                                  size_t first, size_t count, double *out);
+                                  size_t first, size_t count,
+                                  const double *prefix, size_t prefix_len,
+                                  uint32_t row_begin, double *out);
 
 /* Moves, in every row, the columns whose bit is set in alive[] (bits
  * 0 .. n_cols-1; no bit at or above n_cols may be set) to the front,
@@ -339,6 +361,10 @@ void pb__filter_store_row(pb_kvcache *p, const float *weights, size_t n);
  * full path (the caller then takes it). Reads the instance only. */
 int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
                       size_t *ranks);
+
+/* Recomputes the prefix folds of every held column from the ring (always
+ * possible; sets prefix_valid). */
+void pb__prefix_rebuild(pb_kvcache *p);
 
 /* Chooses the `needed` victims among ranks 0 .. evictable-1 from exact
  * window scores computed a block at a time (max pooling, half_kernel <=

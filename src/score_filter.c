@@ -45,6 +45,14 @@
  * It needs no array the size of the instance, so the sums survive it; it is
  * what decides when many positions tie exactly (every position that saw the
  * same weights), which no bound can separate.
+ *
+ * When evicts come often and the filter cannot decide (it has backed off),
+ * the same per-column array holds prefix folds instead of sums: each
+ * decode step adds the slot it wrote to its column's running fold (0.0 +
+ * slot 0 + slot 1 + ..., restarting at slot 0), which is exactly how the
+ * window score begins, so the streaming path finishes each fold with only
+ * the slots not yet rewritten in this turn of the ring: about half the
+ * work, the same bits.
  */
 #include <assert.h>
 #include <string.h>
@@ -307,6 +315,18 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
 /* ------------------------------------------------------------------------ */
 /* Streaming                                                                */
 
+void pb__prefix_rebuild(pb_kvcache *p) {
+    /* The fold of slots 0 .. slot-1, or of every slot when slot is 0 (the
+     * last step wrote the last slot). */
+    const uint32_t upto = p->slot == 0u ? p->obs_window : p->slot;
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, p->holes, p->n_holes, p->kept, &run))
+        p->k->fold_rows(p->ring, p->row_stride, 0u, upto, run.col, run.len,
+                        NULL, p->row_stride - run.col, p->scores + run.col);
+    p->prefix_valid = 1;
+}
+
 /* 1 if a goes after b in (pooled, rank) order. */
 static int cand_after(const struct pb__candidate *a,
                       const struct pb__candidate *b) {
@@ -368,9 +388,15 @@ void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
                                                            : PB__FILTER_BLOCK;
         const size_t lo = i0 >= h ? i0 - h : 0u;
         const size_t hi = n - (i0 + m) > h ? i0 + m + h : n;
-        pb__ring_window_scores_range(p->k, p->ring, p->row_stride,
-                                     p->obs_window, p->holes, p->n_holes, lo,
-                                     hi - lo, scores);
+        if (p->prefix_valid) /* finish the folds the steps began */
+            pb__ring_window_scores_range(
+                p->k, p->ring, p->row_stride, p->obs_window, p->holes,
+                p->n_holes, lo, hi - lo, p->scores, p->columns,
+                p->slot == 0u ? p->obs_window : p->slot, scores);
+        else
+            pb__ring_window_scores_range(p->k, p->ring, p->row_stride,
+                                         p->obs_window, p->holes, p->n_holes,
+                                         lo, hi - lo, NULL, 0u, 0u, scores);
         pb__window_max_span(p->k, scores, hi - lo, h, i0 - lo, m, pooled);
         size_t k = 0;
         for (; k < m && heap_n < needed; ++k) {
@@ -378,14 +404,21 @@ void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
             cand_push(heap, heap_n++, c);
             worst = heap[0].value;
         }
-        if (k < m && p->k->count_below(pooled + k, m - k, worst) == 0u)
-            continue; /* the usual case: nothing here beats the worst */
-        for (; k < m; ++k) {
-            if (!(pooled[k] < worst)) continue;
-            heap[0].rank = i0 + k;
-            heap[0].value = pooled[k];
-            cand_sift_down(heap, heap_n, 0u);
-            worst = heap[0].value;
+        /* Usually nothing beats the worst kept: test a chunk at a time,
+         * vectorised, and look closer only where something does. */
+        while (k < m) {
+            const size_t end = m - k > PB__SCAN_CHUNK ? k + PB__SCAN_CHUNK : m;
+            if (p->k->count_below(pooled + k, end - k, worst) == 0u) {
+                k = end;
+                continue;
+            }
+            for (; k < end; ++k) {
+                if (!(pooled[k] < worst)) continue;
+                heap[0].rank = i0 + k;
+                heap[0].value = pooled[k];
+                cand_sift_down(heap, heap_n, 0u);
+                worst = heap[0].value;
+            }
         }
     }
     assert(heap_n == needed);

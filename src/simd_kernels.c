@@ -4,8 +4,9 @@
  * (GCC or clang on x86), with the variant chosen per instance at create
  * from what the CPU offers.
  *
- * It owns only these loops (exact window scores of a run of columns, the
- * step that stores a row and updates the quantised sums, the rebuild of
+ * It owns only these loops (exact folds of ring rows over a run of columns,
+ * the running prefix folds, the step that stores a row and updates the
+ * quantised sums, the rebuild of
  * those sums, the weight check, the max-widening and combining passes of
  * pooling, a count of scores below a bound) and the choice among their
  * variants. It knows nothing of policy rules.
@@ -41,28 +42,50 @@
 /* Columns whose accumulators stay in registers while the rows go by. */
 #define PB__GROUP_MAX 32u
 
-PB__INLINE void scores_body(const float *ring, size_t row_stride,
-                            uint32_t obs_window, size_t col, size_t n,
-                            double *out, const size_t group) {
+/* out[j] = 0.0 (or init[j]) + row row_begin + ... + row row_end-1 of
+ * column col + j, for j < n, in row order. */
+PB__INLINE void fold_rows_body(const float *ring, size_t row_stride,
+                               uint32_t row_begin, uint32_t row_end,
+                               size_t col, size_t n, const double *init,
+                               size_t avail, double *out,
+                               const size_t group) {
     size_t c = 0;
     /* A last group may run past the n columns wanted as long as it stays
-     * inside the row (the ring is zeroed at create, so those cells hold
-     * finite values); the extra lanes are dropped. */
-    for (; c < n && col + c + group <= row_stride; c += group) {
+     * inside what may be read (`avail` cells of the row and of init from
+     * col on; the ring is zeroed at create, so those cells hold finite
+     * values); the extra lanes are dropped. */
+    for (; c < n && c + group <= avail; c += group) {
         double acc[PB__GROUP_MAX];
-        for (size_t k = 0; k < group; ++k) acc[k] = 0.0;
-        const float *row = ring + col + c;
-        for (uint32_t s = 0; s < obs_window; ++s, row += row_stride)
+        for (size_t k = 0; k < group; ++k)
+            acc[k] = init != NULL ? init[c + k] : 0.0;
+        const float *row = ring + (size_t)row_begin * row_stride + col + c;
+        for (uint32_t s = row_begin; s < row_end; ++s, row += row_stride)
             for (size_t k = 0; k < group; ++k) acc[k] += (double)row[k];
         const size_t keep = n - c < group ? n - c : group;
         for (size_t k = 0; k < keep; ++k) out[c + k] = acc[k];
     }
     for (; c < n; ++c) {
-        double sum = 0.0;
-        const float *cell = ring + col + c;
-        for (uint32_t s = 0; s < obs_window; ++s, cell += row_stride)
+        double sum = init != NULL ? init[c] : 0.0;
+        const float *cell = ring + (size_t)row_begin * row_stride + col + c;
+        for (uint32_t s = row_begin; s < row_end; ++s, cell += row_stride)
             sum += (double)*cell;
         out[c] = sum;
+    }
+}
+
+/* For every run of live columns: q = (restart ? 0.0 : q) + row. */
+PB__INLINE void prefix_add_body(const float *row, double *q,
+                                const size_t *holes, size_t n_holes,
+                                size_t n, unsigned restart) {
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, holes, n_holes, n, &run)) {
+        const float *restrict src = row + run.col;
+        double *restrict dst = q + run.col;
+        if (restart)
+            for (size_t j = 0; j < run.len; ++j) dst[j] = 0.0 + (double)src[j];
+        else
+            for (size_t j = 0; j < run.len; ++j) dst[j] += (double)src[j];
     }
 }
 
@@ -150,10 +173,17 @@ PB__INLINE size_t count_below_body(const double *x, size_t n, double t) {
 /* Variants                                                                 */
 
 #define PB__DEFINE_VARIANT(suffix, attr, group)                               \
-    attr static void scores_##suffix(const float *ring, size_t row_stride,   \
-                                     uint32_t obs_window, size_t col,         \
-                                     size_t n, double *out) {                 \
-        scores_body(ring, row_stride, obs_window, col, n, out, group);        \
+    attr static void fold_rows_##suffix(                                      \
+        const float *ring, size_t row_stride, uint32_t row_begin,             \
+        uint32_t row_end, size_t col, size_t n, const double *init,           \
+        size_t avail, double *out) {                                          \
+        fold_rows_body(ring, row_stride, row_begin, row_end, col, n, init,    \
+                       avail, out, group);                                    \
+    }                                                                         \
+    attr static void prefix_add_##suffix(const float *row, double *q,         \
+                                         const size_t *holes, size_t n_holes, \
+                                         size_t n, unsigned restart) {        \
+        prefix_add_body(row, q, holes, n_holes, n, restart);                  \
     }                                                                         \
     attr static void store_sums_##suffix(                                     \
         float *row, const float *weights, double *sums, const size_t *holes,  \
@@ -181,9 +211,9 @@ PB__INLINE size_t count_below_body(const double *x, size_t n, double t) {
         return count_below_body(x, n, t);                                     \
     }                                                                         \
     static const pb__kernels kernels_##suffix = {                             \
-        #suffix,           scores_##suffix,       store_sums_##suffix,        \
-        quantise_add_##suffix, weight_flags_##suffix, widen_##suffix,         \
-        max_of_##suffix,   count_below_##suffix};
+        #suffix,           fold_rows_##suffix,    prefix_add_##suffix,        \
+        store_sums_##suffix, quantise_add_##suffix, weight_flags_##suffix,    \
+        widen_##suffix,    max_of_##suffix,       count_below_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
 PB__DEFINE_VARIANT(generic, , 16u)

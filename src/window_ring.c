@@ -85,19 +85,25 @@ void pb__ring_window_scores(const pb__kernels *k, const float *ring,
     pb__runs it = {0, 0, 0};
     pb__run run;
     while (pb__run_next(&it, holes, n_holes, n, &run))
-        k->window_scores(ring, row_stride, obs_window, run.col, run.len,
-                         out + run.rank);
+        k->fold_rows(ring, row_stride, 0u, obs_window, run.col, run.len, NULL,
+                     row_stride - run.col, out + run.rank);
 }
 
 void pb__ring_window_scores_range(const pb__kernels *k, const float *ring,
                                   size_t row_stride, uint32_t obs_window,
                                   const size_t *holes, size_t n_holes,
-                                  size_t first, size_t count, double *out) {
+                                  size_t first, size_t count,
+                                  const double *prefix, size_t prefix_len,
+                                  uint32_t row_begin, double *out) {
+    assert(prefix != NULL || row_begin == 0u);
+    const size_t limit =
+        prefix != NULL && prefix_len < row_stride ? prefix_len : row_stride;
     pb__runs it = pb__runs_at(holes, n_holes, first);
     pb__run run;
     while (pb__run_next(&it, holes, n_holes, first + count, &run))
-        k->window_scores(ring, row_stride, obs_window, run.col, run.len,
-                         out + (run.rank - first));
+        k->fold_rows(ring, row_stride, row_begin, obs_window, run.col,
+                     run.len, prefix != NULL ? prefix + run.col : NULL,
+                     limit - run.col, out + (run.rank - first));
 }
 
 /* Index of the lowest set bit of v != 0. */

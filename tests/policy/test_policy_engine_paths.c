@@ -179,14 +179,37 @@ static void kernel_variants_agree(void **state) {
             if (below(&r, 200) == 0) w[i] = below(&r, 2) ? NAN : -1.0f;
             xa[i] = xb[i] = below(&r, 3) ? unit(&r) : (double)below(&r, 3);
         }
-        g->window_scores(ring, STRIDE, obs, col, n, a);
+        const uint32_t rb = below(&r, obs + 1);
+        double init[STRIDE];
+        for (size_t i = 0; i < STRIDE; ++i) init[i] = unit(&r);
+        const double *use_init = below(&r, 2) ? init + col : NULL;
+        g->fold_rows(ring, STRIDE, rb, obs, col, n, use_init, STRIDE - col, a);
         const unsigned fa = g->weight_flags(w, n, 0x41800000u);
         memcpy(row_a, ring, sizeof row_a);
         for (size_t v = 0; v < nk; ++v) {
             double out[STRIDE];
-            all[v]->window_scores(ring, STRIDE, obs, col, n, out);
-            g->window_scores(ring, STRIDE, obs, col, n, a);
+            all[v]->fold_rows(ring, STRIDE, rb, obs, col, n, use_init,
+                              STRIDE - col, out);
             assert_memory_equal(out, a, n * sizeof *out);
+            /* The fold of rows 0 .. obs in one go equals the prefix over
+             * 0 .. rb finished over rb .. obs, in every variant. */
+            double pre[STRIDE], whole[STRIDE], fin[STRIDE];
+            all[v]->fold_rows(ring, STRIDE, 0u, rb, col, n, NULL,
+                              STRIDE - col, pre);
+            all[v]->fold_rows(ring, STRIDE, rb, obs, col, n, pre,
+                              n, fin);
+            g->fold_rows(ring, STRIDE, 0u, obs, col, n, NULL, STRIDE - col,
+                         whole);
+            assert_memory_equal(fin, whole, n * sizeof *fin);
+            /* prefix_add over holes, restarting or not. */
+            const size_t ph[2] = {2, 5};
+            const size_t pnh = n > 8 ? 2 : 0, plive = n - pnh;
+            double pa[STRIDE], pb[STRIDE];
+            for (size_t i = 0; i < STRIDE; ++i) pa[i] = pb[i] = unit(&r);
+            const unsigned restart = below(&r, 2);
+            g->prefix_add(ring + col, pa, ph, pnh, plive, restart);
+            all[v]->prefix_add(ring + col, pb, ph, pnh, plive, restart);
+            assert_memory_equal(pa, pb, sizeof pa);
             assert_int_equal(all[v]->weight_flags(w, n, 0x41800000u), fa);
             /* Sums: a finite, in-range step on both copies. */
             float wf[STRIDE];
@@ -233,6 +256,7 @@ static void kernel_variants_agree(void **state) {
 
 static unsigned long paths[6], misses, big_drops, rebuilt;
 static unsigned long lazy_entered, lazy_finished_by_evict, lazy_left_by_steps;
+static unsigned long prefix_streams;
 
 typedef struct trio {
     pb_kvcache *fast;   /* the engine as shipped */
@@ -323,6 +347,7 @@ static void run_decode(unsigned long seed) {
         size_t na = 0, nb = 0, nc = 0, nd = 0;
         const int valid_before = t.fast->sums_valid;
         const size_t lazy_before = t.fast->n_lazy;
+        const int prefix_before = t.fast->prefix_valid;
         assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 1024, &na), PB_OK);
         assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 1024, &nd),
                          PB_OK);
@@ -335,6 +360,10 @@ static void run_decode(unsigned long seed) {
         assert_memory_equal(vb, vc, nc * sizeof *vb);
         assert_memory_equal(vd, vc, nc * sizeof *vd);
         if (lazy_before > 0u && nc > 0) ++lazy_finished_by_evict;
+        if (prefix_before && nc > 0 &&
+            (t.fast->last_path == PB__PATH_STREAMED ||
+             t.fast->last_path == PB__PATH_STREAMED_COMPACTED))
+            ++prefix_streams;
         if (t.fast->n_lazy > 0u) ++lazy_entered;
         if (nc > 0) {
             paths[t.fast->last_path] += 1;
@@ -367,13 +396,16 @@ static void every_path_agrees(void **state) {
            paths[PB__PATH_FILTERED_COMPACTED], paths[PB__PATH_STREAMED],
            paths[PB__PATH_STREAMED_COMPACTED], misses, big_drops, rebuilt);
     printf("lazy compaction: entered %lu, finished early by an evict %lu, "
-           "left after every row was rewritten %lu\n",
-           lazy_entered, lazy_finished_by_evict, lazy_left_by_steps);
+           "left after every row was rewritten %lu; streamed on prefix "
+           "folds %lu\n",
+           lazy_entered, lazy_finished_by_evict, lazy_left_by_steps,
+           prefix_streams);
     for (unsigned k = PB__PATH_FULL; k <= PB__PATH_STREAMED_COMPACTED; ++k)
         assert_true(paths[k] > 0);
     assert_true(lazy_entered > 0);
     assert_true(lazy_finished_by_evict > 0);
     assert_true(lazy_left_by_steps > 0);
+    assert_true(prefix_streams > 0);
     assert_true(misses > 0);
     assert_true(big_drops > 0);
     assert_true(rebuilt > 0);
