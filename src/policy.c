@@ -10,19 +10,26 @@
  * An evict takes one of three paths with identical results:
  *   - the full path: every window score, pooled, a radix selection, one
  *     compaction of the ring; O(held * obs_window);
- *   - for a few victims (score_filter.c), the filtered path when the
- *     quantised sums are current: O(held) plus exact scores for the few
- *     undecided candidates;
- *   - for a few victims otherwise, the streaming path: exact scores a block
- *     at a time and a bounded heap, O(held * obs_window) but no compaction
- *     and no scratch array.
+ *   - for at most PB__FILTER_MAX_NEEDED victims (score_filter.c), the
+ *     filtered path when the quantised sums are current: O(held) plus exact
+ *     scores for the few undecided candidates;
+ *   - for as few victims otherwise, the streaming path: exact scores a
+ *     block at a time and a bounded heap, O(held * obs_window) but no
+ *     scratch array (finishing the prefix folds when they are current).
  * After the last two the victims' ring columns become holes that a later
- * compaction removes. Keeping the sums current costs every decode step a
- * little, so they are kept only while evicts come at most
- * PB__FILTER_MAX_GAP steps apart and the filter keeps deciding; otherwise a
- * step is a plain copy.
+ * compaction removes.
  *
- * Every public function validates all of its input before its first write,
+ * What the per-column array scores[] keeps current between evicts (see
+ * keep_up) follows the evict cadence, measured in observed steps:
+ *   - at most PB__FILTER_MAX_GAP steps apart: the quantised sums while the
+ *     filter decides, otherwise (exact ties defeat it; it backs off for
+ *     longer after each miss) the prefix folds. Either costs each step a
+ *     little more than a copy of the weights;
+ *   - farther apart: nothing, so a step is a plain copy of its row; the
+ *     victims' columns are then compacted lazily (each ring row when its
+ *     slot is next written), so after obs_window steps every row is dense
+ *     and no row was ever moved.
+ * * Every public function validates all of its input before its first write,
  * so a call that returns an error has changed nothing. All memory is one
  * block obtained in create; nothing here allocates afterwards.
  */

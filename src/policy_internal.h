@@ -9,8 +9,9 @@
  *   - the observation ring, stored slot-major (window_ring.c),
  *   - pooling of window scores across neighbours (pooling.c),
  *   - selection of the k lowest keys (selection.c),
- *   - the quantised window sums that let an evict skip most exact sums
- *     (score_filter.c),
+ *   - evicts of a few victims: the quantised window sums and the filtered
+ *     selection they allow, the streaming selection and the prefix folds
+ *     that halve it (score_filter.c),
  *   - the hot loops in one variant per instruction set (simd_kernels.c).
  * It does not own the budget arithmetic (pyramid_budget.c) or any public
  * declaration (pyramidkv.h).
@@ -144,11 +145,11 @@ size_t pb__kernels_available(const pb__kernels **out, size_t cap);
  * the weight observed in ring slot s, at ring + s * row_stride. A decode
  * step therefore writes one contiguous row (a copy of the weights), and a
  * window score is the fold of one column over the rows. pos[] and the
- * quantised sums are indexed by column too.
+ * per-column array scores[] are indexed by column too.
  *
  * Columns and ranks differ only by holes: the columns of positions evicted
  * by a cheap (filtered or streamed) evict stay in place, in the ring, in
- * pos[] and in the sums, until max_holes of them have gathered, so that a
+ * pos[] and in scores[], until max_holes of them have gathered, so that a
  * few victims move nothing. holes[] lists them in ascending order; rank i
  * lives in column pb__ring_column_of(i), and a hole keeps its old position
  * in pos[], so pos[] stays ascending over all columns. Every other path
@@ -161,7 +162,7 @@ size_t pb__kernels_available(const pb__kernels **out, size_t cap);
  * so rewritten. After obs_window steps every row is dense and the old
  * layout is forgotten, so no row was ever moved; an evict that comes
  * sooner first compacts the rows not yet rewritten. In this lazy state
- * n_holes is 0 and the sums are not valid.
+ * n_holes is 0 and scores[] holds neither sums nor prefix folds.
  *
  * Doors other than policy.c (the prefill door) may write pos, kept, slot
  * and the ring directly, but only on an instance fresh from create or reset
@@ -303,7 +304,7 @@ double pb__ring_window_score(const float *ring, size_t row_stride,
                              uint32_t obs_window, size_t col);
 
 /* out[i] = the window score of rank i, i = 0 .. n-1, bit for bit as
- * pb__ring_window_score (computed by k->window_scores). */
+ * pb__ring_window_score (computed by k->fold_rows). */
 void pb__ring_window_scores(const pb__kernels *k, const float *ring,
                             size_t row_stride, uint32_t obs_window, size_t n,
                             const size_t *holes, size_t n_holes, double *out);
@@ -346,8 +347,8 @@ struct pb__candidate {
  * params. */
 void pb__filter_configure(pb_kvcache *p);
 
-/* Recomputes the sums of every held rank from the ring. Returns 1 if every
- * weight could be quantised (the sums are valid), 0 if not. */
+/* Recomputes the sums of every held column from the ring. Returns 1 if
+ * every weight could be quantised (the sums are valid), 0 if not. */
 int pb__filter_rebuild(pb_kvcache *p);
 
 /* pb__ring_store_row that also brings the sums of the held ranks up to
@@ -368,9 +369,11 @@ void pb__prefix_rebuild(pb_kvcache *p);
 
 /* Chooses the `needed` victims among ranks 0 .. evictable-1 from exact
  * window scores computed a block at a time (max pooling, half_kernel <=
- * PB__DOUBLING_MAX_HALF), keeping only the best `needed` so far: no
- * scratch array, so the sums survive. Writes the ranks ascending to
- * ranks[0 .. needed-1]. O(held * obs_window). */
+ * PB__DOUBLING_MAX_HALF), keeping only the best `needed` so far. It uses
+ * no array the size of the instance, so scores[] survives it; when it
+ * holds prefix folds they are finished instead of every slot being
+ * folded. Writes the ranks ascending to ranks[0 .. needed-1].
+ * O(held * obs_window). */
 void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
                        size_t *ranks);
 
