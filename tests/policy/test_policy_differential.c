@@ -316,7 +316,8 @@ static void run_scenario(unsigned long seed) {
                                              : sc.weight_style;
             const float constant = weight(&r, 0, 0);
             const size_t fill = len < MAX_HELD ? len : MAX_HELD;
-            for (size_t i = 0; i < fill; ++i) w[i] = weight(&r, style, constant);
+            for (size_t i = 0; i < fill; ++i)
+                w[i] = weight(&r, style, constant);
             if (fill > 0 && chance(&r, .02)) w[below(&r, (uint32_t)fill)] =
                 bad_weight(&r);
             const float *attn = w;
@@ -335,7 +336,9 @@ static void run_scenario(unsigned long seed) {
                 compare_state(&pr, &r, 0);
             }
         } else if (kind < 80) { /* an evict on its own */
-            do_evict(&pr, &r, chance(&r, .5) ? budget : below(&r, 2 * budget + 2));
+            const uint32_t ask =
+                chance(&r, .5) ? budget : below(&r, 2 * budget + 2);
+            do_evict(&pr, &r, ask);
             compare_state(&pr, &r, 0);
         } else if (kind < 82) { /* reset */
             ref_reset(&pr.ref);
@@ -343,11 +346,13 @@ static void run_scenario(unsigned long seed) {
             last = 0;
             compare_state(&pr, &r, 1);
         } else { /* a score query, held or not */
-            const uint32_t pos = chance(&r, .5) && pr.ref.kept > 0
-                                     ? pr.ref.pos[below(&r, (uint32_t)pr.ref.kept)]
-                                     : last > UINT32_MAX - 2
-                                           ? UINT32_MAX - below(&r, 4)
-                                           : below(&r, last + 2);
+            uint32_t pos;
+            if (chance(&r, .5) && pr.ref.kept > 0)
+                pos = pr.ref.pos[below(&r, (uint32_t)pr.ref.kept)];
+            else if (last > UINT32_MAX - 2)
+                pos = UINT32_MAX - below(&r, 4);
+            else
+                pos = below(&r, last + 2);
             double a = -1, b = -2;
             const pb_status sa = pb_kvcache_window_score(pr.lib, pos, &a);
             const pb_status sb = ref_window_score(&pr.ref, pos, &b);

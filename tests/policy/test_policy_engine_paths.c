@@ -169,8 +169,9 @@ static void kernel_variants_agree(void **state) {
     static double a[STRIDE], xa[STRIDE], xb[STRIDE];
     for (int trial = 0; trial < 400; ++trial) {
         for (size_t i = 0; i < ROWS * STRIDE; ++i)
-            ring[i] = below(&r, 4) ? ldexpf((float)unit(&r), -(int)below(&r, 60))
-                                   : (float)below(&r, 3);
+            ring[i] = below(&r, 4)
+                          ? ldexpf((float)unit(&r), -(int)below(&r, 60))
+                          : (float)below(&r, 3);
         const uint32_t obs = 1 + below(&r, ROWS);
         const size_t col = below(&r, 40), n = below(&r, STRIDE - 40);
         const double scale = 0x1p40;
@@ -215,7 +216,8 @@ static void kernel_variants_agree(void **state) {
             float wf[STRIDE];
             for (size_t i = 0; i < n; ++i) wf[i] = (float)unit(&r);
             double sa[STRIDE], sb[STRIDE];
-            for (size_t i = 0; i < n; ++i) sa[i] = sb[i] = (double)below(&r, 99);
+            for (size_t i = 0; i < n; ++i)
+                sa[i] = sb[i] = (double)below(&r, 99);
             memcpy(row_a, ring, sizeof row_a);
             memcpy(row_b, ring, sizeof row_b);
             const size_t holes[3] = {3, 9, 10};

@@ -389,7 +389,8 @@ static void nothing_to_do_when_within_target(void **state) {
 
 static void refused_params(void **state) {
     (void)state;
-    const pb_kvcache_pyramidkv_params good = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    const pb_kvcache_pyramidkv_params good =
+        PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
     pb_kvcache_pyramidkv_params bad[12];
     size_t nb = 0;
     bad[nb] = good, bad[nb++].budget = 0;
@@ -775,12 +776,13 @@ static void pyramidkv_vtable(void **state) {
     pb_kvcache_destroy(k);
 
     k = pb_kvcache_pyramidkv.create(&p, NULL, NULL);
-    static const float w[6][6] = {{1},
-                                  {.5f, .5f},
-                                  {.25f, .25f, .5f},
-                                  {.125f, .125f, .25f, .5f},
-                                  {.0625f, .0625f, .125f, .25f, .5f},
-                                  {.0625f, .0625f, .0625f, .125f, .25f, .4375f}};
+    static const float w[6][6] = {
+        {1},
+        {.5f, .5f},
+        {.25f, .25f, .5f},
+        {.125f, .125f, .25f, .5f},
+        {.0625f, .0625f, .125f, .25f, .5f},
+        {.0625f, .0625f, .0625f, .125f, .25f, .4375f}};
     for (uint32_t s = 0; s < 6; ++s)
         pb_kvcache_pyramidkv.on_decode_step(k, s + 1, w[s], s + 1);
     uint32_t v[8];
