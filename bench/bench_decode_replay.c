@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
         free(orig);
         return rc == 1 ? 0 : 2;
     }
-    uint32_t steps = opt.quick ? 600u : PB_WL_POSITIONS - 1u;
+    uint32_t steps = PB_WL_POSITIONS - 1u;
     uint32_t budgets[16];
     size_t n_budgets = 0;
     for (int i = 1; i < argc; ++i) {

@@ -391,11 +391,11 @@ int main(int argc, char **argv) {
     }
     shape_config *cfg = &s.cfg;
     const int quick = s.opt.quick;
-    cfg->layers = quick ? 4u : 32u;
+    cfg->layers = quick ? 8u : 32u;
     cfg->heads = quick ? 2u : 8u;
-    cfg->budget = quick ? 128u : 2048u;
+    cfg->budget = quick ? 256u : 2048u;
     cfg->ratio = 4u;
-    cfg->tokens = 64u;
+    cfg->tokens = quick ? 128u : 64u;
     for (int i = 1; i < argc; ++i) {
         uint32_t v = 0;
         const int ok = i + 1 < argc &&
@@ -422,9 +422,12 @@ int main(int argc, char **argv) {
         ++i;
     }
     if (cfg->n_cadences == 0) {
+        /* --quick adds an odd cadence so that evicts fall at every phase of
+         * the observation ring. */
         cfg->cadences[0] = 1;
         cfg->cadences[1] = 64;
-        cfg->n_cadences = 2;
+        cfg->cadences[2] = 7;
+        cfg->n_cadences = quick ? 3 : 2;
     }
     for (size_t c = 0; c < cfg->n_cadences; ++c)
         if (cfg->cadences[c] > cfg->max_cadence)
