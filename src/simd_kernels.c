@@ -221,12 +221,18 @@ PB__DEFINE_VARIANT(generic, , 16u)
 #if PB__X86_VARIANTS
 /* 16 accumulators: 4 AVX registers. */
 PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u)
-/* 32 accumulators: 4 AVX-512 registers. */
-PB__DEFINE_VARIANT(avx512,
-                   __attribute__((target(
-                       "avx512f,avx512vl,avx512dq,avx512bw,"
-                       "prefer-vector-width=512"))),
-                   32u)
+/* 32 accumulators: 4 AVX-512 registers. Both compilers would otherwise
+ * keep to 256-bit vectors in these functions. */
+#if defined(__clang__)
+#define PB__AVX512_TARGET                                                     \
+    __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw"),             \
+                   min_vector_width(512)))
+#else
+#define PB__AVX512_TARGET                                                     \
+    __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,"               \
+                          "prefer-vector-width=512")))
+#endif
+PB__DEFINE_VARIANT(avx512, PB__AVX512_TARGET, 32u)
 #endif
 
 const pb__kernels *pb__kernels_generic(void) { return &kernels_generic; }
