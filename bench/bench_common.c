@@ -53,11 +53,28 @@ int bench_parse_u32(const char *text, uint32_t lo, uint32_t hi,
     return 0;
 }
 
+/* Joins argv with spaces into out, before the parser compacts argv. */
+static void record_command(char *out, size_t size, int argc, char **argv) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < argc; ++i) {
+        const size_t len = strlen(argv[i]);
+        if (used + len + 2u + 4u > size) {
+            memcpy(out + used, " ...", 5u);
+            return;
+        }
+        if (i > 0) out[used++] = ' ';
+        memcpy(out + used, argv[i], len + 1u);
+        used += len;
+    }
+}
+
 int bench_parse_common(int *argc, char **argv, unsigned default_reps,
                        const char *usage_extra, bench_options *opt) {
     opt->quick = 0;
     opt->reps = default_reps;
     opt->warmup = 1;
+    record_command(opt->command, sizeof opt->command, *argc, argv);
     int reps_given = 0, w = 1;
     for (int i = 1; i < *argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) {
@@ -129,7 +146,7 @@ static void cpu_model(char *buf, size_t cap) {
     }
 }
 
-void bench_print_header(FILE *out, const char *name, int argc, char **argv) {
+void bench_print_header(FILE *out, const char *name, const bench_options *opt) {
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -152,9 +169,7 @@ void bench_print_header(FILE *out, const char *name, int argc, char **argv) {
     fprintf(out, "library:  libpyramidkv %s (%s)\n", pb_version_string(),
             PB_BENCH_LIBRARY_KIND);
     fprintf(out, "reproduce: cmake --preset bench && cmake --build --preset "
-                 "bench --target %s &&", name);
-    for (int i = 0; i < argc; ++i) fprintf(out, " %s", argv[i]);
-    fprintf(out, "\n\n");
+                 "bench --target %s && %s\n\n", name, opt->command);
     fflush(out);
 }
 

@@ -40,6 +40,8 @@ typedef struct bench_options {
     int quick;       /* --quick: a tiny correctness run, one repetition */
     unsigned reps;   /* --reps N: timed repetitions after the warm-up */
     unsigned warmup; /* warm-up repetitions (1, 0 in --quick) */
+    char command[1024]; /* the command line as given, for the banner
+                           (arguments past its size are cut, marked "...") */
 } bench_options;
 
 /* Parses --quick, --reps N and --help out of argv, leaving the flags it
@@ -58,8 +60,8 @@ int bench_parse_u32(const char *text, uint32_t lo, uint32_t hi,
 /* Prints the banner: benchmark name, the machine line (CPU model, online
  * CPUs), the compiler line (__VERSION__, build type and C flags of this
  * build, which the library and the reference share), the library version
- * and the command that reproduces the run. */
-void bench_print_header(FILE *out, const char *name, int argc, char **argv);
+ * and the command that reproduces the run (opt->command). */
+void bench_print_header(FILE *out, const char *name, const bench_options *opt);
 
 /* A splitmix64 generator: deterministic across platforms. */
 typedef struct bench_rng {

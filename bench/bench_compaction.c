@@ -239,14 +239,9 @@ done:
 
 int main(int argc, char **argv) {
     bench_options opt;
-    char **orig = malloc(((size_t)argc + 1u) * sizeof *orig);
-    if (orig == NULL) return 1;
-    memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
-    const int orig_argc = argc;
     int rc = bench_parse_common(&argc, argv, 5,
                                 " [--seed S] [--case N:B]...", &opt);
     if (rc) {
-        free(orig);
         return rc == 1 ? 0 : 2;
     }
     uint32_t seed = 7;
@@ -269,7 +264,6 @@ int main(int argc, char **argv) {
                 bench_parse_u32(colon + 1, 33, held - 1, &budget)) {
                 fprintf(stderr, "%s: --case wants N:B with 64 <= N <= 2^26 "
                                 "and 33 <= B < N\n", NAME);
-                free(orig);
                 return 2;
             }
             cases[n_cases].held = held;
@@ -278,7 +272,6 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME,
                     argv[i]);
-            free(orig);
             return 2;
         }
         ++i;
@@ -290,8 +283,7 @@ int main(int argc, char **argv) {
         memcpy(cases, opt.quick ? quick : full, sizeof full);
     }
 
-    bench_print_header(stdout, NAME, orig_argc, orig);
-    free(orig);
+    bench_print_header(stdout, NAME, &opt);
     printf("setup:    native create with capacity N; positions 1..N-17 "
            "admitted without attention, N-16..N-1 by decode steps with "
            "uniform random attention over all held positions (normalised, "

@@ -289,15 +289,10 @@ done:
 
 int main(int argc, char **argv) {
     bench_options opt;
-    char **orig = malloc(((size_t)argc + 1u) * sizeof *orig);
-    if (orig == NULL) return 1;
-    memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
-    const int orig_argc = argc;
     int rc = bench_parse_common(&argc, argv, 11,
                                 " [--steps N] [--budget B]...",
                                 &opt);
     if (rc) {
-        free(orig);
         return rc == 1 ? 0 : 2;
     }
     uint32_t steps = PB_WL_POSITIONS - 1u;
@@ -316,7 +311,6 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME,
                     argv[i]);
-            free(orig);
             return 2;
         }
         ++i;
@@ -328,8 +322,7 @@ int main(int argc, char **argv) {
         memcpy(budgets, src, n_budgets * sizeof *budgets);
     }
 
-    bench_print_header(stdout, NAME, orig_argc, orig);
-    free(orig);
+    bench_print_header(stdout, NAME, &opt);
     printf("trace:    decode-4096 (bench/workload, FNV-1a %u, checked when "
            "all 4095 steps run), %u steps; row t sums to 1 over positions "
            "0..t-1 and is fed gathered at the held positions, as the "

@@ -155,22 +155,15 @@ static int check_decisions(uint32_t obs) {
 
 int main(int argc, char **argv) {
     bench_options opt;
-    char **orig = malloc(((size_t)argc + 1u) * sizeof *orig);
-    if (orig == NULL) return 1;
-    memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
-    const int orig_argc = argc;
     int rc = bench_parse_common(&argc, argv, 5, "", &opt);
     if (rc) {
-        free(orig);
         return rc == 1 ? 0 : 2;
     }
     if (argc > 1) {
         fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME, argv[1]);
-        free(orig);
         return 2;
     }
-    bench_print_header(stdout, NAME, orig_argc, orig);
-    free(orig);
+    bench_print_header(stdout, NAME, &opt);
     printf("params:   budget 512, layer 0 of 1, recent 32, kernel 7; "
            "capacity 0 is the default (max(share, budget) + 1 = 513)\n");
     printf("checked:  size query == bytes the allocator was asked for == "

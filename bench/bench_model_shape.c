@@ -374,10 +374,6 @@ done:
 }
 
 int main(int argc, char **argv) {
-    char **orig = malloc(((size_t)argc + 1u) * sizeof *orig);
-    if (orig == NULL) return 1;
-    memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
-    const int orig_argc = argc;
     shape_state s;
     memset(&s, 0, sizeof s);
     int rc = bench_parse_common(
@@ -386,7 +382,6 @@ int main(int argc, char **argv) {
         "[--cadence C]...",
         &s.opt);
     if (rc) {
-        free(orig);
         return rc == 1 ? 0 : 2;
     }
     shape_config *cfg = &s.cfg;
@@ -416,7 +411,6 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME,
                     argv[i]);
-            free(orig);
             return 2;
         }
         ++i;
@@ -433,8 +427,7 @@ int main(int argc, char **argv) {
         if (cfg->cadences[c] > cfg->max_cadence)
             cfg->max_cadence = cfg->cadences[c];
 
-    bench_print_header(stdout, NAME, orig_argc, orig);
-    free(orig);
+    bench_print_header(stdout, NAME, &s.opt);
     if (state_init(&s, 11)) return 1;
     size_t held = 0;
     for (size_t i = 0; i < s.n; ++i) held += s.inst[i].share;

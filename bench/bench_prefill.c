@@ -372,15 +372,10 @@ done:
 
 int main(int argc, char **argv) {
     bench_options opt;
-    char **orig = malloc(((size_t)argc + 1u) * sizeof *orig);
-    if (orig == NULL) return 1;
-    memcpy(orig, argv, ((size_t)argc + 1u) * sizeof *orig);
-    const int orig_argc = argc;
     const int prc = bench_parse_common(
         &argc, argv, 5,
         " [--pool max|avg|both] [--scope reference|consistent|both]", &opt);
     if (prc) {
-        free(orig);
         return prc == 1 ? 0 : 2;
     }
     int pools = 1;  /* bit 0: max, bit 1: avg */
@@ -403,7 +398,6 @@ int main(int argc, char **argv) {
             if (pools) continue;
         }
         fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME, argv[i]);
-        free(orig);
         return 2;
     }
     prefill_setup s = {32768u, 32u, 8u,          32u,
@@ -417,8 +411,7 @@ int main(int argc, char **argv) {
         scopes = 3; /* both, for the smoke test */
     }
 
-    bench_print_header(stdout, NAME, orig_argc, orig);
-    free(orig);
+    bench_print_header(stdout, NAME, &opt);
     printf("setup:    prompt %u, %u layers x %u KV heads = %u instances, W = "
            "recent_window = %u rows, kernel %u, ratio %u, budget (average "
            "share) %u, ask = the layer's share, obs_window 16; %u distinct "
