@@ -158,7 +158,10 @@ static void gen_params(fz_reader *r, pb_kvcache_pyramidkv_params *p) {
     p->budget = 1u + rd_u8(r) % 48u;
     p->recent_window = rd_u8(r) % (p->budget < 12u ? p->budget : 12u);
     p->obs_window = 1u + rd_u8(r) % 6u;
-    p->pool_kernel = 1u + 2u * (rd_u8(r) % 4u);
+    /* Mostly small kernels; sometimes one of 33 .. 63, whose pooling takes
+     * the library's monotonic-queue path once more than 17 are held. */
+    p->pool_kernel = rd_u8(r) % 8u == 0u ? 33u + 2u * (rd_u8(r) % 16u)
+                                         : 1u + 2u * (rd_u8(r) % 4u);
     if (wild & 0x01u) p->budget = wild_u32(r);
     if (wild & 0x02u) p->layer = wild_u32(r);
     if (wild & 0x04u) p->num_layers = wild_u32(r);
