@@ -1,0 +1,43 @@
+# Installs the build tree into a scratch prefix, then builds and runs a
+# consumer through find_package(pyramidkv) and another through pkg-config.
+# Usage: cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DSCRATCH=... -DCC=...
+#        -P check_install.cmake
+file(REMOVE_RECURSE ${SCRATCH})
+set(prefix ${SCRATCH}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+file(GLOB_RECURSE libs ${prefix}/*/libpyramidkv.*)
+list(GET libs 0 lib)
+get_filename_component(libdir ${lib} DIRECTORY)
+
+# CMake package.
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer
+    -B ${SCRATCH}/cmake-build -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_C_COMPILER=${CC})
+run(${CMAKE_COMMAND} --build ${SCRATCH}/cmake-build)
+run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir}
+    ${SCRATCH}/cmake-build/install_consumer)
+
+# pkg-config.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)
+execute_process(COMMAND ${PKG_CONFIG} --cflags --libs pyramidkv
+                OUTPUT_VARIABLE flags RESULT_VARIABLE rc
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config does not find pyramidkv in ${libdir}/pkgconfig")
+endif()
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run(${CC} ${SOURCE_DIR}/tests/install_consumer/install_consumer.c ${flags}
+    -o ${SCRATCH}/pc_consumer)
+run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir} ${SCRATCH}/pc_consumer)
