@@ -91,12 +91,17 @@ static int mul_ok(size_t *a, size_t b) {
     return 1;
 }
 
-pb_status pb__prefill_scratch_bytes(size_t len, size_t *bytes) {
-    size_t b = len;
-    if (!mul_ok(&b, PB__PREFILL_BYTES_PER_POSITION) ||
-        b > SIZE_MAX - (PB__ALIGN - 1u))
+pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
+                                 size_t len, pb__prefill_scratch *out) {
+    /* pb__pool_work_bytes is exact for len < SIZE_MAX / 16; the three parts
+     * then add up without overflow. */
+    if ((uint64_t)len > (uint64_t)UINT32_MAX || len > SIZE_MAX / 32u)
         return PB_ERR_TOO_LARGE;
-    *bytes = (b + PB__ALIGN - 1u) & ~(PB__ALIGN - 1u);
+    const size_t pool = pb__pool_work_bytes(pool_kernel, len);
+    out->score_bytes = len * sizeof(double);
+    out->pool_bytes = work_bytes >= pool ? 0u : pool;
+    out->cand_bytes = (len / 4u) * sizeof(double);
+    out->total = out->score_bytes + out->pool_bytes + out->cand_bytes;
     return PB_OK;
 }
 
@@ -140,9 +145,12 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     size_t heap_bytes = PB__FILTER_MAX_NEEDED;
     const size_t work_bytes =
         pb__pool_work_bytes(cfg->params.pool_kernel, capacity);
-    if (pb__prefill_scratch_bytes((size_t)cfg->prefill_max_len,
-                                  &prefill_bytes) != PB_OK)
+    pb__prefill_scratch prefill;
+    if (pb__prefill_scratch_of(cfg->params.pool_kernel, work_bytes,
+                               (size_t)cfg->prefill_max_len,
+                               &prefill) != PB_OK)
         return PB_ERR_TOO_LARGE;
+    prefill_bytes = prefill.total;
     if (!mul_ok(&pos_bytes, sizeof(uint32_t)) || !mul_ok(&ring_bytes, obs) ||
         !mul_ok(&ring_bytes, sizeof(float)) ||
         !mul_ok(&score_bytes, sizeof(double)) ||

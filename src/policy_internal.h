@@ -244,16 +244,24 @@ struct pb_kvcache {
     size_t block_bytes;     /* what it was asked for */
 };
 
-/* The scratch, in bytes, the prefill door uses for a prompt of `len`
- * positions; the door's pb_kvcache_prefill_workspace_size reports exactly
- * this and create reserves it for options.prefill_max_len (as
- * prefill_scratch). It is one double per position (window, then pooled
- * scores) plus a pooling queue of up to `len` entries (pb__pool_max with a
- * large kernel), rounded up to whole cache lines: PB__PREFILL_BYTES_PER_
- * POSITION bytes a position. PB_OK, or PB_ERR_TOO_LARGE if it does not fit
- * in size_t. Pure. */
-#define PB__PREFILL_BYTES_PER_POSITION ((size_t)24)
-pb_status pb__prefill_scratch_bytes(size_t len, size_t *bytes);
+/* The scratch the prefill door needs for a prompt of `len` positions, in
+ * three parts laid out in this order: one double per position (window,
+ * then pooled scores), a pooling scratch of pb__pool_work_bytes(kernel,
+ * len) only when the instance's own (work_bytes) is smaller, and one double
+ * per four positions for the candidates of the narrowed selection.
+ * pb_kvcache_prefill_workspace_size reports the total, and create reserves
+ * it (rounded up to a whole line) for options.prefill_max_len; the parts
+ * only grow with len, so the reservation serves every shorter prompt. */
+typedef struct pb__prefill_scratch {
+    size_t score_bytes, pool_bytes, cand_bytes;
+    size_t total;
+} pb__prefill_scratch;
+
+/* Fills *out for this kernel, instance pooling scratch and len. PB_OK, or
+ * PB_ERR_TOO_LARGE if len is above UINT32_MAX or a size does not fit in
+ * size_t. Pure. */
+pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
+                                 size_t len, pb__prefill_scratch *out);
 
 /* The sizes and offsets (from the aligned start) of an instance's block. */
 typedef struct pb__layout {

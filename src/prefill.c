@@ -84,33 +84,14 @@ static void plan_selection(const pb_kvcache *p, uint32_t budget,
 /* ------------------------------------------------------------------------ */
 /* Scratch                                                                  */
 
-/* The scratch a prompt of len positions needs on this instance: one double
- * per position for the scores, plus pooling work when the instance's own
- * (sized for its capacity) is too small for len scores. 0 on overflow. */
-static int scratch_need(const pb_kvcache *p, size_t len, size_t *score_bytes,
-                        size_t *pool_bytes) {
-    if ((uint64_t)len > (uint64_t)UINT32_MAX || len > SIZE_MAX / 32u) return 0;
-    const size_t pool = pb__pool_work_bytes(p->cfg.params.pool_kernel, len);
-    *score_bytes = len * sizeof(double);
-    *pool_bytes = p->work_bytes >= pool ? 0u : pool;
-    return 1;
-}
-
-/* Room for the candidates of the narrowed selection (choose_victims): a
- * quarter of the prompt. A caller workspace always has it; the create-time
- * reservation has what is left over, and without room the selection simply
- * runs on every position. */
-static size_t candidate_bytes(size_t len) {
-    return (len / 4u) * sizeof(double);
-}
-
 PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
                                                    size_t len, size_t *bytes) {
     if (policy == NULL || bytes == NULL) return PB_ERR_NULL;
-    size_t score_bytes = 0, pool_bytes = 0;
-    if (!scratch_need(policy, len, &score_bytes, &pool_bytes))
+    pb__prefill_scratch need;
+    if (pb__prefill_scratch_of(policy->cfg.params.pool_kernel,
+                               policy->work_bytes, len, &need) != PB_OK)
         return PB_ERR_TOO_LARGE;
-    *bytes = score_bytes + pool_bytes + candidate_bytes(len);
+    *bytes = need.total;
     return PB_OK;
 }
 
@@ -378,8 +359,9 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
         return PB_ERR_PARAM;
     if ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN != 0u)
         return PB_ERR_PARAM;
-    size_t score_bytes = 0, pool_bytes = 0;
-    if (!scratch_need(p, len, &score_bytes, &pool_bytes) ||
+    pb__prefill_scratch need;
+    if (pb__prefill_scratch_of(p->cfg.params.pool_kernel, p->work_bytes, len,
+                               &need) != PB_OK ||
         rows > SIZE_MAX / len)
         return PB_ERR_TOO_LARGE;
     /* Fresh: nothing observed since create or reset, and position 0 still
@@ -400,20 +382,16 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
         scratch = p->prefill_scratch;
         scratch_bytes = p->prefill_scratch_bytes;
     }
-    /* A caller workspace must have room for the candidates too; the
-     * reservation lends whatever it has beyond the scores. */
-    const size_t needed_bytes =
-        score_bytes + pool_bytes +
-        (workspace != NULL ? candidate_bytes(len) : 0u);
-    if (scratch == NULL || scratch_bytes < needed_bytes)
+    if (scratch == NULL || scratch_bytes < need.total)
         return PB_ERR_WORKSPACE;
     double *x = (double *)(void *)scratch;
-    void *pool_work = pool_bytes ? (void *)(scratch + score_bytes) : p->work;
-    const size_t pool_work_bytes = pool_bytes ? pool_bytes : p->work_bytes;
-    const size_t spare = scratch_bytes - score_bytes - pool_bytes;
-    double *cand = (double *)(void *)(scratch + score_bytes + pool_bytes);
-    size_t cand_cap = spare / sizeof(double);
-    if (cand_cap > len / 4u) cand_cap = len / 4u;
+    void *pool_work =
+        need.pool_bytes ? (void *)(scratch + need.score_bytes) : p->work;
+    const size_t pool_work_bytes =
+        need.pool_bytes ? need.pool_bytes : p->work_bytes;
+    double *cand = (double *)(void *)(scratch + need.score_bytes +
+                                      need.pool_bytes);
+    const size_t cand_cap = need.cand_bytes / sizeof(double);
 
     prefill_plan pl;
     pl.rows = rows;

@@ -139,11 +139,10 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  * Scratch. workspace (PB_PREFILL_WORKSPACE_ALIGN-aligned, at least
  * pb_kvcache_prefill_workspace_size(policy, len) bytes) is used if not
  * NULL; otherwise the scratch reserved at create for
- * options.prefill_max_len positions is used (8 bytes per position, enough
- * for any prompt up to that length; the selection then runs over every
- * position, which gives the same result a little more slowly, and a
- * pool_kernel above the capacity needs a caller workspace for prompts
- * longer than the capacity). The memory never holds len x obs_window
+ * options.prefill_max_len positions is used (exactly
+ * pb_kvcache_prefill_workspace_size for that length, rounded up to a
+ * 64-byte line; it serves every prompt up to that length). The two give the
+ * same result at the same speed. The memory never holds len x obs_window
  * values: the scratch is O(len), and only the survivors' records are
  * stored in the instance. No allocation.
  *
