@@ -703,6 +703,8 @@ static void op_query(fz_ctx *c) {
  * PB_ERR_FULL and PB_ERR_BUFFER, which are checked before the weights. */
 static size_t prefill_survivors(const fz_ctx *c, size_t rows, size_t len,
                                 uint32_t budget) {
+    /* A shape refused with PB_ERR_PARAM keeps nothing. */
+    if (rows == 0u || rows > len) return 0u;
     const size_t target = budget < c->effective ? budget : c->effective;
     if (len <= target) return len;
     if (c->options.prefill_scope == PB_PREFILL_REFERENCE) {
