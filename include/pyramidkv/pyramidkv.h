@@ -18,7 +18,11 @@
  * Thread safety: every function is reentrant. Distinct instances may be used
  * on distinct threads at the same time with no synchronisation. One instance
  * must not be used by two threads at once, except for concurrent calls that
- * take it as `const`. The budget functions and pb_status_str are pure.
+ * take it as `const`. The budget functions, pb_status_str, the pb_version_
+ * functions and pb_kvcache_head_reduce are pure. An allocator's callbacks
+ * run only inside create and destroy, on the calling thread: an allocator
+ * shared by instances created or destroyed concurrently must be
+ * thread-safe itself.
  *
  * Errors: a function that fails leaves the instance exactly as it was.
  * Nothing in the library aborts, exits, prints or allocates after create.
@@ -185,7 +189,8 @@ typedef struct pb_kvcache_vtable {
     /* Evicts down to min(budget, effective share) and writes the victims in
      * ascending position order. Returns how many were written; 0, with
      * nothing changed, when `capacity` is smaller than the number it would
-     * drop or policy is NULL. */
+     * drop, when policy is NULL, or when victims is NULL and it would drop
+     * any. */
     size_t (*evict)(pb_kvcache *policy, uint32_t budget, uint32_t *victims,
                     size_t capacity);
     /* pb_kvcache_memory_bytes. */
