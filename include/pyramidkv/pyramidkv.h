@@ -274,8 +274,10 @@ typedef struct pb_kvcache_options {
  * Returns PB_OK and sets *out; PB_ERR_NULL if out is NULL; PB_ERR_PARAM if a
  * parameter or option is refused (see the struct comments) or the allocator
  * lacks a function; PB_ERR_TOO_LARGE if the memory needed does not fit in
- * size_t; PB_ERR_NOMEM if the allocator fails. On error *out is set to NULL
- * (when out is not NULL) and nothing is left allocated. Thread-safe. */
+ * size_t; PB_ERR_NOMEM if the allocator fails. The checks run in that
+ * order (out first, so a NULL out with refused params is PB_ERR_NULL), all
+ * before the allocator is called. On error *out is set to NULL (when out
+ * is not NULL) and nothing is left allocated. Thread-safe. */
 PB_API pb_status pb_kvcache_pyramidkv_create(
     const pb_kvcache_pyramidkv_params *params,
     const pb_kvcache_options *options, const pb_allocator *allocator,
@@ -284,7 +286,9 @@ PB_API pb_status pb_kvcache_pyramidkv_create(
 /* The exact bytes pb_kvcache_pyramidkv_create would allocate for these
  * params and options (NULL: defaults), written to *bytes. Returns the status
  * create would return before allocating (PB_OK, PB_ERR_NULL if bytes is
- * NULL, PB_ERR_PARAM, PB_ERR_TOO_LARGE). Pure, no allocation. */
+ * NULL, PB_ERR_PARAM, PB_ERR_TOO_LARGE, checked in that order; the
+ * allocator is not an argument, so its PB_ERR_PARAM cannot arise). *bytes
+ * is written on PB_OK only. Pure, no allocation. */
 PB_API pb_status pb_kvcache_pyramidkv_size(
     const pb_kvcache_pyramidkv_params *params,
     const pb_kvcache_options *options, size_t *bytes);

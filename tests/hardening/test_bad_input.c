@@ -285,8 +285,9 @@ static void expect_create(const pb_kvcache_pyramidkv_params *p,
     ca.limit_bytes = BIG_LIMIT;
     const pb_allocator a = ca_allocator(&ca);
     pb_kvcache *out = (pb_kvcache *)(void *)&ca;
-    size_t bytes = 0;
+    size_t bytes = (size_t)0x5A5A5A5Au; /* a canary: written on PB_OK only */
     const pb_status ss = pb_kvcache_pyramidkv_size(p, o, &bytes);
+    if (ss != PB_OK) assert_int_equal(bytes, (size_t)0x5A5A5A5Au);
     assert_int_equal(pb_kvcache_pyramidkv_create(p, o, &a, &out), want);
     if (want == PB_OK) {
         assert_int_equal(ss, PB_OK);
@@ -315,6 +316,11 @@ static void create_out_null(void **state) {
     ca_init(&ca);
     const pb_allocator a = ca_allocator(&ca);
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, NULL, &a, NULL),
+                     PB_ERR_NULL);
+    /* out is checked first: refused params do not change the status. */
+    pb_kvcache_pyramidkv_params bad = p;
+    bad.pool_kernel = 0u;
+    assert_int_equal(pb_kvcache_pyramidkv_create(&bad, NULL, &a, NULL),
                      PB_ERR_NULL);
     assert_int_equal(ca.alloc_calls, 0u);
 }
@@ -474,6 +480,9 @@ static void size_bytes_null(void **state) {
     const pb_kvcache_pyramidkv_params p = small_params();
     assert_int_equal(pb_kvcache_pyramidkv_size(&p, NULL, NULL), PB_ERR_NULL);
     assert_int_equal(pb_kvcache_pyramidkv_size(NULL, NULL, NULL), PB_ERR_NULL);
+    pb_kvcache_pyramidkv_params bad = p;
+    bad.pool_kernel = 0u;
+    assert_int_equal(pb_kvcache_pyramidkv_size(&bad, NULL, NULL), PB_ERR_NULL);
 }
 
 static void size_matches_create_and_memory(void **state) {
