@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_rng.h"
 
 __extension__ typedef unsigned __int128 wide;
 
@@ -23,13 +24,8 @@ static uint32_t oracle(uint32_t b, uint32_t k, uint32_t l, uint32_t r) {
     return q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15u;
-static uint32_t next_u32(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
-}
+static pbt_rng rng = {UINT64_C(0x9E3779B97F4A7C15)};
+static uint32_t next_u32(void) { return (uint32_t)(pbt_next(&rng) >> 32); }
 
 static void published_facts(void **state) {
     (void)state;

@@ -20,6 +20,7 @@
 
 #include "counting_allocator.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_rng.h"
 
 /* No create may need this many allocations. */
 #define MAX_SWEEP 64u
@@ -129,13 +130,8 @@ static void countdown_every_allocation(void **state) {
 
 /* Everything after create, with an allocator that refuses every call: the
  * workload must succeed and the allocator must see no call at all. */
-static uint32_t rng = 0x2545F491u;
-static uint32_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 17;
-    rng ^= rng << 5;
-    return rng;
-}
+static pbt_rng rng = {0x2545F491u};
+static uint32_t next_rand(void) { return (uint32_t)(pbt_next(&rng) >> 32); }
 
 static void workload(pb_kvcache *p, const pb_kvcache_vtable *vt) {
     float w[1100];

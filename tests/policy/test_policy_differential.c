@@ -25,6 +25,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
+#include "test_rng.h"
 
 #define PB_DIFF_SCENARIOS 12000u
 #define MAX_HELD 1024u
@@ -40,27 +41,9 @@ static struct {
 static unsigned long first_seed = 1;
 
 /* ------------------------------------------------------------------------ */
-/* Random numbers (splitmix64), seeded per scenario                         */
+/* Random numbers (test_rng.h), seeded per scenario                         */
 
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint64_t next64(rng *r) {
-    uint64_t z = (r->s += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n), n > 0. */
-static uint32_t below(rng *r, uint32_t n) {
-    return (uint32_t)(next64(r) % n);
-}
-
-static double unit(rng *r) { return (double)(next64(r) >> 11) * 0x1p-53; }
-
-static int chance(rng *r, double p) { return unit(r) < p; }
+static int chance(pbt_rng *r, double p) { return pbt_unit(r) < p; }
 
 /* ------------------------------------------------------------------------ */
 /* Scenario parameters                                                      */
@@ -74,41 +57,44 @@ typedef struct scenario {
     uint32_t ops;
 } scenario;
 
-static uint32_t pick_budget(rng *r) {
-    const uint32_t k = below(r, 100);
-    if (k < 55) return 1 + below(r, 24);
-    if (k < 90) return 25 + below(r, 96);
-    return 121 + below(r, 280);
+static uint32_t pick_budget(pbt_rng *r) {
+    const uint32_t k = pbt_below(r, 100);
+    if (k < 55) return 1 + pbt_below(r, 24);
+    if (k < 90) return 25 + pbt_below(r, 96);
+    return 121 + pbt_below(r, 280);
 }
 
-static scenario draw(rng *r) {
+static scenario draw(pbt_rng *r) {
     scenario sc;
     memset(&sc, 0, sizeof sc);
     pb_kvcache_pyramidkv_params *p = &sc.params;
     p->budget = pick_budget(r);
-    p->num_layers = chance(r, .3) ? 1 : 1 + below(r, 6);
-    p->layer = below(r, p->num_layers);
+    p->num_layers = chance(r, .3) ? 1 : 1 + pbt_below(r, 6);
+    p->layer = pbt_below(r, p->num_layers);
     static const uint32_t ratios[] = {1, 2, 3, 4, 8};
-    p->pyramid_ratio = chance(r, .8) ? ratios[below(r, 5)] : 1 + below(r, 30);
+    p->pyramid_ratio =
+        chance(r, .8) ? ratios[pbt_below(r, 5)] : 1 + pbt_below(r, 30);
     const uint32_t rmax = p->budget - 1 < 24 ? p->budget - 1 : 24;
-    p->recent_window = chance(r, .3) ? below(r, rmax < 3 ? rmax + 1 : 3)
-                                     : below(r, rmax + 1);
-    const uint32_t o = below(r, 100);
-    p->obs_window = o < 40 ? 1 + below(r, 4) : o < 95 ? 1 + below(r, 20) : 64;
-    const uint32_t k = below(r, 100);
-    p->pool_kernel = k < 70   ? 1 + 2 * below(r, 4)
-                     : k < 90 ? 9 + 2 * below(r, 12)
-                              : 33 + 2 * below(r, 85);
+    p->recent_window = chance(r, .3) ? pbt_below(r, rmax < 3 ? rmax + 1 : 3)
+                                     : pbt_below(r, rmax + 1);
+    const uint32_t o = pbt_below(r, 100);
+    p->obs_window = o < 40   ? 1 + pbt_below(r, 4)
+                    : o < 95 ? 1 + pbt_below(r, 20)
+                             : 64;
+    const uint32_t k = pbt_below(r, 100);
+    p->pool_kernel = k < 70   ? 1 + 2 * pbt_below(r, 4)
+                     : k < 90 ? 9 + 2 * pbt_below(r, 12)
+                              : 33 + 2 * pbt_below(r, 85);
     sc.options.pool = chance(r, .25) ? (uint32_t)PB_POOL_AVG
                                      : (uint32_t)PB_POOL_MAX;
     if (chance(r, .4))
-        sc.options.capacity = p->recent_window + 2 + below(r, 300);
-    sc.options.prefill_max_len = chance(r, .1) ? below(r, 100) : 0;
-    sc.options.prefill_scope = below(r, 2);
+        sc.options.capacity = p->recent_window + 2 + pbt_below(r, 300);
+    sc.options.prefill_max_len = chance(r, .1) ? pbt_below(r, 100) : 0;
+    sc.options.prefill_scope = pbt_below(r, 2);
 
     /* Now and then one refused field. */
     if (chance(r, .03)) {
-        switch (below(r, 9)) {
+        switch (pbt_below(r, 9)) {
         case 0: p->budget = 0; break;
         case 1: p->budget = UINT32_MAX; break;
         case 2: p->num_layers = 0; break;
@@ -116,7 +102,7 @@ static scenario draw(rng *r) {
         case 4: p->pyramid_ratio = 0; break;
         case 5: p->recent_window = p->budget; break;
         case 6: p->obs_window = 0; break;
-        case 7: p->pool_kernel = 2 * below(r, 5); break;
+        case 7: p->pool_kernel = 2 * pbt_below(r, 5); break;
         default: sc.options.capacity = p->recent_window + 1; break;
         }
     }
@@ -124,42 +110,42 @@ static scenario draw(rng *r) {
     sc.use_vtable = sc.options.capacity == 0 &&
                     sc.options.pool == (uint32_t)PB_POOL_MAX && chance(r, .2);
     static const double rates[] = {1.0, 1.0, .5, .2, .05};
-    sc.evict_rate = rates[below(r, 5)];
-    sc.weight_style = (int)below(r, 9);
+    sc.evict_rate = rates[pbt_below(r, 5)];
+    sc.weight_style = (int)pbt_below(r, 9);
     /* Large instances get fewer calls, to keep the reference fast. */
-    sc.ops = p->budget > 120 ? 40 + below(r, 200) : 10 + below(r, 300);
+    sc.ops = p->budget > 120 ? 40 + pbt_below(r, 200) : 10 + pbt_below(r, 300);
     return sc;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Weights                                                                  */
 
-static float weight(rng *r, int style, float constant) {
+static float weight(pbt_rng *r, int style, float constant) {
     switch (style) {
-    case 0: return (float)unit(r);
+    case 0: return (float)pbt_unit(r);
     case 1: { /* few levels: exact ties everywhere */
         static const float lv[] = {0.0f, .125f, .25f, .5f, 1.0f};
-        return lv[below(r, 5)];
+        return lv[pbt_below(r, 5)];
     }
-    case 2: return chance(r, .5) ? 0.0f : (float)unit(r);
+    case 2: return chance(r, .5) ? 0.0f : (float)pbt_unit(r);
     case 3: /* subnormal and tiny */
         return chance(r, .2) ? 0.0f
-                             : ldexpf((float)(1 + below(r, 8)),
-                                      -(int)(100 + below(r, 49)));
+                             : ldexpf((float)(1 + pbt_below(r, 8)),
+                                      -(int)(100 + pbt_below(r, 49)));
     case 4: /* wide exponents: sums that round */
-        return ldexpf((float)unit(r), (int)below(r, 120) - 60);
+        return ldexpf((float)pbt_unit(r), (int)pbt_below(r, 120) - 60);
     case 5: return constant;
-    case 6: return (float)below(r, 4);
-    case 7: return chance(r, .1) ? -0.0f : (float)pow(unit(r), 4.0);
+    case 6: return (float)pbt_below(r, 4);
+    case 7: return chance(r, .1) ? -0.0f : (float)pow(pbt_unit(r), 4.0);
     default: /* softmax-like: a few heavy hitters, a long light tail */
-        return chance(r, .05) ? (float)(.1 + unit(r))
-                              : (float)(unit(r) * 1e-4);
+        return chance(r, .05) ? (float)(.1 + pbt_unit(r))
+                              : (float)(pbt_unit(r) * 1e-4);
     }
 }
 
-static float bad_weight(rng *r) {
+static float bad_weight(pbt_rng *r) {
     static const float bad[] = {NAN, -1.0f, INFINITY, -INFINITY, -1e-40f};
-    return bad[below(r, 5)];
+    return bad[pbt_below(r, 5)];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -182,7 +168,7 @@ static int same_double(double a, double b) {
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
-static void compare_state(pair *pr, rng *r, int all_scores) {
+static void compare_state(pair *pr, pbt_rng *r, int all_scores) {
     static uint32_t lib_pos[MAX_HELD];
     size_t n = 0;
     if (pb_kvcache_kept_positions(pr->lib, lib_pos, MAX_HELD, &n) != PB_OK)
@@ -194,7 +180,7 @@ static void compare_state(pair *pr, rng *r, int all_scores) {
     const size_t checks = all_scores || n <= 48 ? n : 24;
     seen.scores += checks;
     for (size_t c = 0; c < checks; ++c) {
-        const size_t i = checks == n ? c : below(r, (uint32_t)n);
+        const size_t i = checks == n ? c : pbt_below(r, (uint32_t)n);
         double a = -1, b = -2;
         if (pb_kvcache_window_score(pr->lib, lib_pos[i], &a) != PB_OK ||
             ref_window_score(&pr->ref, lib_pos[i], &b) != PB_OK)
@@ -232,11 +218,11 @@ static pb_status do_observe(pair *pr, uint32_t pos, const float *w,
     return got;
 }
 
-static void do_evict(pair *pr, rng *r, uint32_t ask) {
+static void do_evict(pair *pr, pbt_rng *r, uint32_t ask) {
     static uint32_t va[MAX_HELD], vb[MAX_HELD];
     const size_t kept = pr->ref.kept;
     size_t cap = kept;
-    if (chance(r, .25)) cap = below(r, (uint32_t)kept + 2u);
+    if (chance(r, .25)) cap = pbt_below(r, (uint32_t)kept + 2u);
     size_t na = 12345, nb = 54321;
     const pb_status want = ref_evict(&pr->ref, ask, vb, cap, &nb);
     seen.evicts += 1;
@@ -266,7 +252,7 @@ static void do_evict(pair *pr, rng *r, uint32_t ask) {
 }
 
 static void run_scenario(unsigned long seed) {
-    rng r = {seed * UINT64_C(0x2545F4914F6CDD1D)};
+    pbt_rng r = {seed * UINT64_C(0x2545F4914F6CDD1D)};
     const scenario sc = draw(&r);
     pair pr;
     memset(&pr, 0, sizeof pr);
@@ -302,42 +288,42 @@ static void run_scenario(unsigned long seed) {
     uint32_t last = 0;
     const uint32_t budget = sc.params.budget;
     for (pr.op = 0; pr.op < sc.ops; ++pr.op) {
-        const uint32_t kind = below(&r, 100);
+        const uint32_t kind = pbt_below(&r, 100);
         if (kind < 62) { /* a decode step, sometimes invalid */
             uint32_t pos = last + 1;
-            if (chance(&r, .1)) pos = last + 1 + below(&r, 1000);
+            if (chance(&r, .1)) pos = last + 1 + pbt_below(&r, 1000);
             if (chance(&r, .005) && last < UINT32_MAX - 8)
-                pos = UINT32_MAX - below(&r, 3);
+                pos = UINT32_MAX - pbt_below(&r, 3);
             if (last == UINT32_MAX) pos = UINT32_MAX;
-            if (chance(&r, .02)) pos = last - (last ? below(&r, 2) : 0);
+            if (chance(&r, .02)) pos = last - (last ? pbt_below(&r, 2) : 0);
             size_t len = pr.ref.kept;
-            if (chance(&r, .02)) len = len + 1 - 2 * (size_t)below(&r, 2);
-            const int style = chance(&r, .1) ? (int)below(&r, 9)
+            if (chance(&r, .02)) len = len + 1 - 2 * (size_t)pbt_below(&r, 2);
+            const int style = chance(&r, .1) ? (int)pbt_below(&r, 9)
                                              : sc.weight_style;
             const float constant = weight(&r, 0, 0);
             const size_t fill = len < MAX_HELD ? len : MAX_HELD;
             for (size_t i = 0; i < fill; ++i)
                 w[i] = weight(&r, style, constant);
-            if (fill > 0 && chance(&r, .02)) w[below(&r, (uint32_t)fill)] =
+            if (fill > 0 && chance(&r, .02)) w[pbt_below(&r, (uint32_t)fill)] =
                 bad_weight(&r);
             const float *attn = w;
             if (chance(&r, .1)) {
                 attn = NULL;
-                len = below(&r, 5); /* ignored */
+                len = pbt_below(&r, 5); /* ignored */
             }
             if (do_observe(&pr, pos, attn, len) == PB_OK) last = pos;
             if (chance(&r, sc.evict_rate)) {
                 uint32_t ask = budget;
-                const uint32_t a = below(&r, 10);
-                if (a == 0) ask = below(&r, 2 * budget + 2);
+                const uint32_t a = pbt_below(&r, 10);
+                if (a == 0) ask = pbt_below(&r, 2 * budget + 2);
                 if (a == 1) ask = UINT32_MAX;
-                if (a == 2) ask = below(&r, 3);
+                if (a == 2) ask = pbt_below(&r, 3);
                 do_evict(&pr, &r, ask);
                 compare_state(&pr, &r, 0);
             }
         } else if (kind < 80) { /* an evict on its own */
             const uint32_t ask =
-                chance(&r, .5) ? budget : below(&r, 2 * budget + 2);
+                chance(&r, .5) ? budget : pbt_below(&r, 2 * budget + 2);
             do_evict(&pr, &r, ask);
             compare_state(&pr, &r, 0);
         } else if (kind < 82) { /* reset */
@@ -348,11 +334,11 @@ static void run_scenario(unsigned long seed) {
         } else { /* a score query, held or not */
             uint32_t pos;
             if (chance(&r, .5) && pr.ref.kept > 0)
-                pos = pr.ref.pos[below(&r, (uint32_t)pr.ref.kept)];
+                pos = pr.ref.pos[pbt_below(&r, (uint32_t)pr.ref.kept)];
             else if (last > UINT32_MAX - 2)
-                pos = UINT32_MAX - below(&r, 4);
+                pos = UINT32_MAX - pbt_below(&r, 4);
             else
-                pos = below(&r, last + 2);
+                pos = pbt_below(&r, last + 2);
             double a = -1, b = -2;
             const pb_status sa = pb_kvcache_window_score(pr.lib, pos, &a);
             const pb_status sb = ref_window_score(&pr.ref, pos, &b);

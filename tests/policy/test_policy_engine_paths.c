@@ -28,20 +28,7 @@
 
 #include "policy_internal.h"
 #include "reference_model.h"
-
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint64_t next64(rng *r) {
-    uint64_t z = (r->s += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-static uint32_t below(rng *r, uint32_t n) { return (uint32_t)(next64(r) % n); }
-static double unit(rng *r) { return (double)(next64(r) >> 11) * 0x1p-53; }
+#include "test_rng.h"
 
 static int same_double(double a, double b) {
     return memcmp(&a, &b, sizeof a) == 0;
@@ -52,20 +39,22 @@ static int same_double(double a, double b) {
 
 static void selection_matches_naive(void **state) {
     (void)state;
-    rng r = {1};
+    pbt_rng r = {1};
     static double keys[300];
     static unsigned char naive[300];
     size_t hist[PB__HIST_BINS];
     for (int trial = 0; trial < 3000; ++trial) {
-        const size_t n = 1 + below(&r, 300);
-        const uint32_t style = below(&r, 4);
+        const size_t n = 1 + pbt_below(&r, 300);
+        const uint32_t style = pbt_below(&r, 4);
         for (size_t i = 0; i < n; ++i) {
-            if (style == 0) keys[i] = unit(&r);
-            if (style == 1) keys[i] = (double)below(&r, 4) * .25;
-            if (style == 2) keys[i] = ldexp(unit(&r), -(int)below(&r, 1000));
-            if (style == 3) keys[i] = below(&r, 2) ? 0.0 : 1e300 * unit(&r);
+            if (style == 0) keys[i] = pbt_unit(&r);
+            if (style == 1) keys[i] = (double)pbt_below(&r, 4) * .25;
+            if (style == 2)
+                keys[i] = ldexp(pbt_unit(&r), -(int)pbt_below(&r, 1000));
+            if (style == 3)
+                keys[i] = pbt_below(&r, 2) ? 0.0 : 1e300 * pbt_unit(&r);
         }
-        const size_t k = below(&r, (uint32_t)n + 1);
+        const size_t k = pbt_below(&r, (uint32_t)n + 1);
         /* Naive: k times the lowest not yet taken, ties to the lower. */
         memset(naive, 0, n);
         for (size_t v = 0; v < k; ++v) {
@@ -84,16 +73,17 @@ static void selection_matches_naive(void **state) {
 
 static void pooling_matches_naive(void **state) {
     (void)state;
-    rng r = {2};
+    pbt_rng r = {2};
     static double x[200], y[200], want[200];
     static unsigned char work[200 * 16];
     for (int trial = 0; trial < 4000; ++trial) {
-        const size_t n = 1 + below(&r, 200);
-        const size_t h = below(&r, 4) ? below(&r, 16) : below(&r, 120);
+        const size_t n = 1 + pbt_below(&r, 200);
+        const size_t h =
+            pbt_below(&r, 4) ? pbt_below(&r, 16) : pbt_below(&r, 120);
         const uint32_t kernel = (uint32_t)(2 * h + 1);
         for (size_t i = 0; i < n; ++i)
-            x[i] = below(&r, 3) ? (double)below(&r, 5) : unit(&r);
-        const int avg = (int)below(&r, 2);
+            x[i] = pbt_below(&r, 3) ? (double)pbt_below(&r, 5) : pbt_unit(&r);
+        const int avg = (int)pbt_below(&r, 2);
         for (size_t i = 0; i < n; ++i) {
             const size_t lo = i >= h ? i - h : 0;
             const size_t hi = i + h < n - 1 ? i + h : n - 1;
@@ -111,8 +101,8 @@ static void pooling_matches_naive(void **state) {
             pb__pool_max(y, n, h, work, wb);
         for (size_t i = 0; i < n; ++i) assert_true(same_double(y[i], want[i]));
         if (!avg && h <= PB__DOUBLING_MAX_HALF) {
-            const size_t i0 = below(&r, (uint32_t)n);
-            const size_t m = 1 + below(&r, (uint32_t)(n - i0));
+            const size_t i0 = pbt_below(&r, (uint32_t)n);
+            const size_t m = 1 + pbt_below(&r, (uint32_t)(n - i0));
             double buf[200 + 2 * PB__DOUBLING_MAX_HALF], out[200];
             pb__window_max_block(x, n, h, i0, m, buf, out);
             for (size_t k = 0; k < m; ++k)
@@ -123,13 +113,13 @@ static void pooling_matches_naive(void **state) {
 
 static void column_map_matches_walk(void **state) {
     (void)state;
-    rng r = {3};
+    pbt_rng r = {3};
     size_t holes[40];
     for (int trial = 0; trial < 2000; ++trial) {
-        const size_t n_cols = 1 + below(&r, 120);
+        const size_t n_cols = 1 + pbt_below(&r, 120);
         size_t nh = 0;
         for (size_t c = 0; c < n_cols && nh < 40; ++c)
-            if (below(&r, 4) == 0) holes[nh++] = c;
+            if (pbt_below(&r, 4) == 0) holes[nh++] = c;
         const size_t ranks = n_cols - nh;
         size_t rank = 0, h = 0;
         for (size_t c = 0; c < n_cols; ++c) {
@@ -163,27 +153,29 @@ static void kernel_variants_agree(void **state) {
     printf("kernel variants on this CPU:");
     for (size_t v = 0; v < nk; ++v) printf(" %s", all[v]->name);
     printf(" (best: %s)\n", pb__kernels_best()->name);
-    rng r = {5};
+    pbt_rng r = {5};
     enum { ROWS = 19, STRIDE = 160 };
     static float ring[ROWS * STRIDE], row_a[STRIDE], row_b[STRIDE], w[STRIDE];
     static double a[STRIDE], xa[STRIDE], xb[STRIDE];
     for (int trial = 0; trial < 400; ++trial) {
         for (size_t i = 0; i < ROWS * STRIDE; ++i)
-            ring[i] = below(&r, 4)
-                          ? ldexpf((float)unit(&r), -(int)below(&r, 60))
-                          : (float)below(&r, 3);
-        const uint32_t obs = 1 + below(&r, ROWS);
-        const size_t col = below(&r, 40), n = below(&r, STRIDE - 40);
+            ring[i] = pbt_below(&r, 4)
+                          ? ldexpf((float)pbt_unit(&r), -(int)pbt_below(&r, 60))
+                          : (float)pbt_below(&r, 3);
+        const uint32_t obs = 1 + pbt_below(&r, ROWS);
+        const size_t col = pbt_below(&r, 40), n = pbt_below(&r, STRIDE - 40);
         const double scale = 0x1p40;
         for (size_t i = 0; i < STRIDE; ++i) {
-            w[i] = below(&r, 50) ? (float)unit(&r) : (float)(20.0 * unit(&r));
-            if (below(&r, 200) == 0) w[i] = below(&r, 2) ? NAN : -1.0f;
-            xa[i] = xb[i] = below(&r, 3) ? unit(&r) : (double)below(&r, 3);
+            w[i] = pbt_below(&r, 50) ? (float)pbt_unit(&r)
+                                     : (float)(20.0 * pbt_unit(&r));
+            if (pbt_below(&r, 200) == 0) w[i] = pbt_below(&r, 2) ? NAN : -1.0f;
+            xa[i] = xb[i] =
+                pbt_below(&r, 3) ? pbt_unit(&r) : (double)pbt_below(&r, 3);
         }
-        const uint32_t rb = below(&r, obs + 1);
+        const uint32_t rb = pbt_below(&r, obs + 1);
         double init[STRIDE];
-        for (size_t i = 0; i < STRIDE; ++i) init[i] = unit(&r);
-        const double *use_init = below(&r, 2) ? init + col : NULL;
+        for (size_t i = 0; i < STRIDE; ++i) init[i] = pbt_unit(&r);
+        const double *use_init = pbt_below(&r, 2) ? init + col : NULL;
         g->fold_rows(ring, STRIDE, rb, obs, col, n, use_init, STRIDE - col, a);
         const unsigned fa = g->weight_flags(w, n, 0x41800000u);
         memcpy(row_a, ring, sizeof row_a);
@@ -206,18 +198,18 @@ static void kernel_variants_agree(void **state) {
             const size_t ph[2] = {2, 5};
             const size_t pnh = n > 8 ? 2 : 0, plive = n - pnh;
             double pa[STRIDE], pb[STRIDE];
-            for (size_t i = 0; i < STRIDE; ++i) pa[i] = pb[i] = unit(&r);
-            const unsigned restart = below(&r, 2);
+            for (size_t i = 0; i < STRIDE; ++i) pa[i] = pb[i] = pbt_unit(&r);
+            const unsigned restart = pbt_below(&r, 2);
             g->prefix_add(ring + col, pa, ph, pnh, plive, restart);
             all[v]->prefix_add(ring + col, pb, ph, pnh, plive, restart);
             assert_memory_equal(pa, pb, sizeof pa);
             assert_int_equal(all[v]->weight_flags(w, n, 0x41800000u), fa);
             /* Sums: a finite, in-range step on both copies. */
             float wf[STRIDE];
-            for (size_t i = 0; i < n; ++i) wf[i] = (float)unit(&r);
+            for (size_t i = 0; i < n; ++i) wf[i] = (float)pbt_unit(&r);
             double sa[STRIDE], sb[STRIDE];
             for (size_t i = 0; i < n; ++i)
-                sa[i] = sb[i] = (double)below(&r, 99);
+                sa[i] = sb[i] = (double)pbt_below(&r, 99);
             memcpy(row_a, ring, sizeof row_a);
             memcpy(row_b, ring, sizeof row_b);
             const size_t holes[3] = {3, 9, 10};
@@ -229,7 +221,8 @@ static void kernel_variants_agree(void **state) {
             /* Valid weights only (the library never quantises others),
              * some at or above the limit of 16. */
             for (size_t i = 0; i < n; ++i)
-                wf[i] = below(&r, 30) ? (float)unit(&r) : 16.0f + (float)i;
+                wf[i] =
+                    pbt_below(&r, 30) ? (float)pbt_unit(&r) : 16.0f + (float)i;
             const unsigned qa = g->quantise_add(wf, sa, n, scale, 0x41800000u);
             const unsigned qb =
                 all[v]->quantise_add(wf, sb, n, scale, 0x41800000u);
@@ -239,14 +232,14 @@ static void kernel_variants_agree(void **state) {
             double ya[STRIDE], yb[STRIDE];
             memcpy(ya, xa, sizeof ya);
             memcpy(yb, xa, sizeof yb);
-            const size_t d = 1 + below(&r, 8);
+            const size_t d = 1 + pbt_below(&r, 8);
             g->widen(ya, n, d);
             all[v]->widen(yb, n, d);
             assert_memory_equal(ya, yb, n * sizeof *ya);
             g->max_of(xa, xb + 1, ya, n > 0 ? n - 1 : 0);
             all[v]->max_of(xa, xb + 1, yb, n > 0 ? n - 1 : 0);
             assert_memory_equal(ya, yb, (n > 0 ? n - 1 : 0) * sizeof *ya);
-            const double t = unit(&r);
+            const double t = pbt_unit(&r);
             assert_int_equal(g->count_below(xa, n, t),
                              all[v]->count_below(xa, n, t));
         }
@@ -267,28 +260,28 @@ typedef struct trio {
     ref_policy ref;
 } trio;
 
-static float decode_weight(rng *r, int style, size_t i, size_t n) {
+static float decode_weight(pbt_rng *r, int style, size_t i, size_t n) {
     switch (style) {
     case 0: /* softmax-like: sinks, a few heavy hitters, a light tail */
-        if (i < 4) return (float)(.05 + .05 * unit(r));
-        return below(r, 50) == 0 ? (float)(.02 * unit(r))
-                                 : (float)(unit(r) * 2e-4);
-    case 1: return (float)unit(r) / (float)n;
-    case 2: return (float)below(r, 3) * .125f; /* ties */
-    case 3: return below(r, 3) ? 0.0f : (float)unit(r);
+        if (i < 4) return (float)(.05 + .05 * pbt_unit(r));
+        return pbt_below(r, 50) == 0 ? (float)(.02 * pbt_unit(r))
+                                 : (float)(pbt_unit(r) * 2e-4);
+    case 1: return (float)pbt_unit(r) / (float)n;
+    case 2: return (float)pbt_below(r, 3) * .125f; /* ties */
+    case 3: return pbt_below(r, 3) ? 0.0f : (float)pbt_unit(r);
     default: /* now and then a weight the sums cannot take */
-        return below(r, 4000) == 0 ? 20.0f + (float)unit(r)
-                                   : (float)unit(r) * 1e-3f;
+        return pbt_below(r, 4000) == 0 ? 20.0f + (float)pbt_unit(r)
+                                   : (float)pbt_unit(r) * 1e-3f;
     }
 }
 
-static void compare_scores(trio *t, rng *r) {
+static void compare_scores(trio *t, pbt_rng *r) {
     const size_t n = t->ref.kept;
     assert_int_equal(pb_kvcache_kept_count(t->fast), n);
     assert_int_equal(pb_kvcache_kept_count(t->stream), n);
     assert_int_equal(pb_kvcache_kept_count(t->full), n);
     for (int q = 0; q < 6 && n > 0; ++q) {
-        const uint32_t pos = t->ref.pos[below(r, (uint32_t)n)];
+        const uint32_t pos = t->ref.pos[pbt_below(r, (uint32_t)n)];
         double a, b, c, d;
         assert_int_equal(pb_kvcache_window_score(t->fast, pos, &a), PB_OK);
         assert_int_equal(pb_kvcache_window_score(t->stream, pos, &d), PB_OK);
@@ -301,16 +294,16 @@ static void compare_scores(trio *t, rng *r) {
 }
 
 static void run_decode(unsigned long seed) {
-    rng r = {seed * UINT64_C(0x9E3779B97F4A7C15) + 7};
+    pbt_rng r = {seed * UINT64_C(0x9E3779B97F4A7C15) + 7};
     pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-    p.budget = 40 + below(&r, 700);
-    p.recent_window = below(&r, 40);
-    p.obs_window = 1 + below(&r, below(&r, 4) ? 20 : 70);
-    p.pool_kernel = 1 + 2 * below(&r, 8);
+    p.budget = 40 + pbt_below(&r, 700);
+    p.recent_window = pbt_below(&r, 40);
+    p.obs_window = 1 + pbt_below(&r, pbt_below(&r, 4) ? 20 : 70);
+    p.pool_kernel = 1 + 2 * pbt_below(&r, 8);
     pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
-    const uint32_t max_cadence = 1 + below(&r, 12);
+    const uint32_t max_cadence = 1 + pbt_below(&r, 12);
     o.capacity = p.budget + max_cadence + 1;
-    const int style = (int)below(&r, 5);
+    const int style = (int)pbt_below(&r, 5);
 
     trio t;
     const pb__kernels *variants[4];
@@ -329,8 +322,8 @@ static void run_decode(unsigned long seed) {
 
     static float w[1024];
     static uint32_t va[1024], vb[1024], vc[1024], vd[1024];
-    const uint32_t steps = 300 + below(&r, 1200);
-    uint32_t since = 0, cadence = 1 + below(&r, max_cadence);
+    const uint32_t steps = 300 + pbt_below(&r, 1200);
+    uint32_t since = 0, cadence = 1 + pbt_below(&r, max_cadence);
     for (uint32_t pos = 1; pos <= steps; ++pos) {
         const size_t n = t.ref.kept;
         for (size_t i = 0; i < n; ++i) w[i] = decode_weight(&r, style, i, n);
@@ -344,8 +337,9 @@ static void run_decode(unsigned long seed) {
         if (lazy_before_step > 0u && t.fast->n_lazy == 0u) ++lazy_left_by_steps;
         if (++since < cadence && t.ref.kept < t.ref.capacity) continue;
         since = 0;
-        if (below(&r, 20) == 0) cadence = 1 + below(&r, max_cadence);
-        const uint32_t ask = below(&r, 10) ? p.budget : below(&r, p.budget + 1);
+        if (pbt_below(&r, 20) == 0) cadence = 1 + pbt_below(&r, max_cadence);
+        const uint32_t ask =
+            pbt_below(&r, 10) ? p.budget : pbt_below(&r, p.budget + 1);
         size_t na = 0, nb = 0, nc = 0, nd = 0;
         const int valid_before = t.fast->sums_valid;
         const size_t lazy_before = t.fast->n_lazy;

@@ -95,24 +95,13 @@ pb_status pfref_feed_library(pb_kvcache *policy, const float *attn,
     return PB_OK;
 }
 
-uint64_t pfref_next(pfref_rng *g) {
-    uint64_t z = (g->state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-uint32_t pfref_below(pfref_rng *g, uint32_t n) {
-    return (uint32_t)(pfref_next(g) % n);
-}
-
-void pfref_random_block(pfref_rng *g, float *attn, size_t rows, size_t len) {
+void pfref_random_block(pbt_rng *g, float *attn, size_t rows, size_t len) {
     for (size_t j = 0; j < rows; ++j) {
         const size_t q = len - rows + j;
         float *row = attn + j * len;
         double total = 0.0;
         for (size_t p = 0; p <= q; ++p) {
-            row[p] = (float)((pfref_next(g) >> 40) + 1u);
+            row[p] = (float)((pbt_next(g) >> 40) + 1u);
             total += (double)row[p];
         }
         for (size_t p = 0; p <= q; ++p)

@@ -5,7 +5,8 @@
  * test and of the benchmark. It shares no code with src/.
  *
  * It also holds the small helpers the prefill tests share: a seeded random
- * attention block and the decode-step feed that defines the consistent scope.
+ * attention block (drawn with test_rng.h) and the decode-step feed that
+ * defines the consistent scope.
  */
 #ifndef PB_TESTS_PREFILL_REFERENCE_H
 #define PB_TESTS_PREFILL_REFERENCE_H
@@ -15,6 +16,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
+#include "test_rng.h"
 
 /* The paper's selection for one (layer, head): attn is rows x len row-major,
  * W = rows, share the layer's share (already min(ask, effective)), kernel
@@ -44,19 +46,12 @@ pb_status pfref_feed_reference(ref_policy *r, const float *attn, size_t rows,
 pb_status pfref_feed_library(pb_kvcache *policy, const float *attn,
                              size_t rows, size_t len);
 
-/* A splitmix64 generator for the tests. */
-typedef struct pfref_rng {
-    uint64_t state;
-} pfref_rng;
-uint64_t pfref_next(pfref_rng *g);
-/* Uniform in [0, n) for n >= 1. */
-uint32_t pfref_below(pfref_rng *g, uint32_t n);
 
 /* Fills a rows x len block with softmax-like rows: row j (position
  * q = len - rows + j) has positive weights on p <= q drawn with 24 random
  * bits each and normalised to sum about 1, and zeros for p > q (causal).
  * With 24-bit draws, equal window scores are vanishingly rare (tie-free in
  * practice; the selections break ties identically anyway). */
-void pfref_random_block(pfref_rng *g, float *attn, size_t rows, size_t len);
+void pfref_random_block(pbt_rng *g, float *attn, size_t rows, size_t len);
 
 #endif /* PB_TESTS_PREFILL_REFERENCE_H */

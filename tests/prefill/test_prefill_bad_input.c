@@ -56,7 +56,7 @@ typedef struct fixture {
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     if (f == NULL) return -1;
-    pfref_rng g = {42};
+    pbt_rng g = {42};
     pfref_random_block(&g, f->attn, ROWS, LEN);
     f->alloc.alloc = count_alloc;
     f->alloc.free = count_free;

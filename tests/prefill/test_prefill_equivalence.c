@@ -90,18 +90,18 @@ static void compact_model(ref_policy *r, const unsigned char *keep) {
 /* Further decode steps and evictions on the prefilled instance and the
  * model, with the same victims and scores at every evict. */
 static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
-                                 ref_policy *r, pfref_rng *g) {
+                                 ref_policy *r, pbt_rng *g) {
     float attn[MAX_LEN + LATER_STEPS];
     uint32_t va[MAX_LEN + LATER_STEPS], vb[MAX_LEN + LATER_STEPS];
     const size_t cap = pb_kvcache_capacity(lib);
     uint32_t pos = c->len;
     for (unsigned step = 0; step < LATER_STEPS; ++step, ++pos) {
-        if (pb_kvcache_kept_count(lib) >= cap || pfref_below(g, 8) == 0) {
+        if (pb_kvcache_kept_count(lib) >= cap || pbt_below(g, 8) == 0) {
             /* Ask 0 with recent_window 0 may evict everything; decoding
              * goes on from nothing held. */
-            const uint32_t ask = pfref_below(g, 2)
+            const uint32_t ask = pbt_below(g, 2)
                                      ? c->p.budget
-                                     : pfref_below(g, c->len + 2u);
+                                     : pbt_below(g, c->len + 2u);
             size_t na = 0, nb = 0;
             assert_int_equal(
                 pb_kvcache_evict(lib, ask, va, MAX_LEN + LATER_STEPS, &na),
@@ -115,10 +115,10 @@ static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
             if (pb_kvcache_kept_count(lib) >= cap) continue;
         }
         const size_t held = pb_kvcache_kept_count(lib);
-        const int null_step = pfref_below(g, 10) == 0;
+        const int null_step = pbt_below(g, 10) == 0;
         double total = 0.0;
         for (size_t i = 0; i < held; ++i) {
-            attn[i] = (float)(pfref_below(g, 1000) + 1u);
+            attn[i] = (float)(pbt_below(g, 1000) + 1u);
             total += attn[i];
         }
         for (size_t i = 0; i < held; ++i)
@@ -135,33 +135,33 @@ static void same_later_behaviour(const eq_case *c, pb_kvcache *lib,
     same_state(c, lib, r);
 }
 
-static void random_case(unsigned index, eq_case *c, pfref_rng *g) {
+static void random_case(unsigned index, eq_case *c, pbt_rng *g) {
     memset(c, 0, sizeof *c);
     c->index = index;
-    c->len = 2u + pfref_below(g, MAX_LEN - 1u);
-    if (index % 10u == 0u) c->len = 1u + pfref_below(g, 4); /* tiny prompts */
+    c->len = 2u + pbt_below(g, MAX_LEN - 1u);
+    if (index % 10u == 0u) c->len = 1u + pbt_below(g, 4); /* tiny prompts */
     const uint32_t max_rows = c->len < MAX_ROWS ? c->len : MAX_ROWS;
-    c->rows = 1u + pfref_below(g, max_rows);
+    c->rows = 1u + pbt_below(g, max_rows);
     if (index % 7u == 0u) c->rows = c->len < MAX_ROWS ? c->len : c->rows;
 
     pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
     pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
     o.prefill_scope = index % 3u == 2u ? PB_PREFILL_REFERENCE
                                        : PB_PREFILL_CONSISTENT;
-    o.pool = pfref_below(g, 2);
-    p.obs_window = 1u + pfref_below(g, 24);
-    p.pool_kernel = 1u + 2u * pfref_below(g, 6);
+    o.pool = pbt_below(g, 2);
+    p.obs_window = 1u + pbt_below(g, 24);
+    p.pool_kernel = 1u + 2u * pbt_below(g, 6);
     p.recent_window = o.prefill_scope == PB_PREFILL_REFERENCE
                           ? c->rows
-                          : pfref_below(g, 12);
-    p.num_layers = 1u + pfref_below(g, 6);
-    p.layer = pfref_below(g, p.num_layers);
-    p.pyramid_ratio = 1u + pfref_below(g, 8);
-    p.budget = p.recent_window + 1u + pfref_below(g, c->len + 8u);
+                          : pbt_below(g, 12);
+    p.num_layers = 1u + pbt_below(g, 6);
+    p.layer = pbt_below(g, p.num_layers);
+    p.pyramid_ratio = 1u + pbt_below(g, 8);
+    p.budget = p.recent_window + 1u + pbt_below(g, c->len + 8u);
     /* Default capacity most of the time; sometimes just what is needed. */
-    if (pfref_below(g, 4) == 0) o.capacity = p.recent_window + 2u + c->len;
-    if (pfref_below(g, 4) == 0) o.prefill_max_len = c->len;
-    c->ask = pfref_below(g, 2) ? pfref_below(g, c->len + 4u) : p.budget;
+    if (pbt_below(g, 4) == 0) o.capacity = p.recent_window + 2u + c->len;
+    if (pbt_below(g, 4) == 0) o.prefill_max_len = c->len;
+    c->ask = pbt_below(g, 2) ? pbt_below(g, c->len + 4u) : p.budget;
     c->p = p;
     c->o = o;
 }
@@ -175,7 +175,7 @@ typedef struct eq_counts {
 
 static void one_case(unsigned index, float *attn, void *ws, size_t ws_bytes,
                      eq_counts *k) {
-    pfref_rng g = {0xe0e0e0e0u + index};
+    pbt_rng g = {0xe0e0e0e0u + index};
     eq_case c;
     random_case(index, &c, &g);
     pfref_random_block(&g, attn, c.rows, c.len);

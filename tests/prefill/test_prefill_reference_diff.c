@@ -35,48 +35,48 @@ typedef struct diff_buffers {
 
 /* An ask spread over the interesting regimes: tiny (at most W), between W
  * and len, exactly len - 1 or len, and above len. */
-static uint32_t random_ask(pfref_rng *g, uint32_t w, uint32_t len) {
-    switch (pfref_below(g, 6)) {
-    case 0: return 1u + pfref_below(g, w);
-    case 1: return w + 1u + pfref_below(g, len - w);
-    case 2: return w + 1u + pfref_below(g, len - w);
+static uint32_t random_ask(pbt_rng *g, uint32_t w, uint32_t len) {
+    switch (pbt_below(g, 6)) {
+    case 0: return 1u + pbt_below(g, w);
+    case 1: return w + 1u + pbt_below(g, len - w);
+    case 2: return w + 1u + pbt_below(g, len - w);
     case 3: return len - 1u;
     case 4: return len;
-    default: return len + 1u + pfref_below(g, 1000);
+    default: return len + 1u + pbt_below(g, 1000);
     }
 }
 
 static void one_case(unsigned index, diff_buffers *b, unsigned *compressed) {
-    pfref_rng g = {0x5eed0000u + index};
+    pbt_rng g = {0x5eed0000u + index};
     /* Half the prompts short, so that many small edge cases are covered. */
-    const uint32_t len = pfref_below(&g, 2)
-                             ? 16u + pfref_below(&g, 241)
-                             : 16u + pfref_below(&g, MAX_LEN - 15u);
+    const uint32_t len = pbt_below(&g, 2)
+                             ? 16u + pbt_below(&g, 241)
+                             : 16u + pbt_below(&g, MAX_LEN - 15u);
     const uint32_t w_max = len - 1u < MAX_W ? len - 1u : MAX_W;
-    const uint32_t w = 1u + pfref_below(&g, w_max);
-    const uint32_t kernel = 1u + 2u * pfref_below(&g, 8);
-    const uint32_t pool = pfref_below(&g, 2);
-    const int pyramid = (int)pfref_below(&g, 3) == 0;
-    const int reserved = (int)pfref_below(&g, 4) == 0;
+    const uint32_t w = 1u + pbt_below(&g, w_max);
+    const uint32_t kernel = 1u + 2u * pbt_below(&g, 8);
+    const uint32_t pool = pbt_below(&g, 2);
+    const int pyramid = (int)pbt_below(&g, 3) == 0;
+    const int reserved = (int)pbt_below(&g, 4) == 0;
 
     pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
     p.recent_window = w;
-    p.obs_window = 1u + pfref_below(&g, 40);
+    p.obs_window = 1u + pbt_below(&g, 40);
     p.pool_kernel = kernel;
     if (pyramid) {
         /* A real pyramid: the effective share binds some of the time. */
-        p.num_layers = 2u + pfref_below(&g, 31);
-        p.layer = pfref_below(&g, p.num_layers);
-        p.pyramid_ratio = 1u + pfref_below(&g, 8);
-        p.budget = w + 1u + pfref_below(&g, len);
+        p.num_layers = 2u + pbt_below(&g, 31);
+        p.layer = pbt_below(&g, p.num_layers);
+        p.pyramid_ratio = 1u + pbt_below(&g, 8);
+        p.budget = w + 1u + pbt_below(&g, len);
     } else {
-        p.budget = len + 1u + pfref_below(&g, 100); /* share = the ask */
+        p.budget = len + 1u + pbt_below(&g, 100); /* share = the ask */
     }
     pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
     o.pool = pool;
     o.prefill_scope = PB_PREFILL_REFERENCE;
     o.capacity = len + 1u; /* holds any survivor set */
-    if (reserved) o.prefill_max_len = len + pfref_below(&g, 8);
+    if (reserved) o.prefill_max_len = len + pbt_below(&g, 8);
 
     pb_kvcache *policy = NULL;
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &policy), PB_OK);
@@ -180,21 +180,21 @@ static void narrowed_selection_is_exact(void **state) {
     assert_non_null(b);
     assert_non_null(ws);
     for (unsigned index = 0; index < CASES_BIG; ++index) {
-        pfref_rng g = {0xb16b00b5u + index};
-        const uint32_t len = 2500u + pfref_below(&g, BIG - 2500u);
-        const uint32_t w = 1u + pfref_below(&g, 16);
+        pbt_rng g = {0xb16b00b5u + index};
+        const uint32_t len = 2500u + pbt_below(&g, BIG - 2500u);
+        const uint32_t w = 1u + pbt_below(&g, 16);
         pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
         p.recent_window = w;
-        p.obs_window = 1u + pfref_below(&g, 20);
-        p.pool_kernel = 1u + 2u * pfref_below(&g, 8);
+        p.obs_window = 1u + pbt_below(&g, 20);
+        p.pool_kernel = 1u + 2u * pbt_below(&g, 8);
         p.budget = len + 1u;
         pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
-        o.pool = pfref_below(&g, 2);
+        o.pool = pbt_below(&g, 2);
         o.prefill_scope = index % 2u ? PB_PREFILL_REFERENCE
                                      : PB_PREFILL_CONSISTENT;
         o.capacity = len + 1u;
         /* Few survivors, and sometimes ties galore: quantised weights. */
-        const uint32_t ask = w + 1u + pfref_below(&g, len / 10u);
+        const uint32_t ask = w + 1u + pbt_below(&g, len / 10u);
         pfref_random_block(&g, attn, w, len);
         if (index % 3u == 0u)
             for (size_t i = 0; i < (size_t)w * len; ++i)
