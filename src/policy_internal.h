@@ -402,16 +402,12 @@ void pb__pool_max(double *x, size_t n, size_t h, void *work,
 /* The half-width up to which max pooling doubles instead of queueing. */
 #define PB__DOUBLING_MAX_HALF ((size_t)15)
 
-/* out[k] = max of x[max(0, i-h) .. min(n-1, i+h)] for i = i0 + k,
- * k = 0 .. m-1, leaving x alone; h <= PB__DOUBLING_MAX_HALF, and buf holds
- * m + 2h doubles. The same arithmetic as pb__pool_max, a block at a time. */
-void pb__window_max_block(const double *x, size_t n, size_t h, size_t i0,
-                          size_t m, double *buf, double *out);
-
-/* pb__window_max_block on a span the caller no longer needs: x[0 .. len-1]
- * holds ranks lo .. lo+len-1 (lo = max(0, i0-h), the span reaching h past
- * the block or to the end), the block starts at x[off], and x is
- * overwritten. */
+/* out[k] = max of x[max(0, i-h) .. min(n-1, i+h)] over the whole ranked
+ * array, for i = i0 + k, k = 0 .. m-1 (h <= PB__DOUBLING_MAX_HALF): the same
+ * arithmetic as pb__pool_max, a block at a time, on a span the caller no
+ * longer needs. x[0 .. len-1] holds ranks lo .. lo+len-1 (lo = max(0, i0-h),
+ * the span reaching h past the block or to the end), the block starts at
+ * x[off], and x is overwritten. */
 void pb__window_max_span(const pb__kernels *k, double *x, size_t len,
                          size_t h, size_t off, size_t m, double *out);
 

@@ -21,7 +21,6 @@
  * afresh and the cost is O(n * min(kernel, n)).
  */
 #include <assert.h>
-#include <string.h>
 
 #include "policy_internal.h"
 
@@ -116,16 +115,6 @@ void pb__window_max_span(const pb__kernels *k, double *x, size_t len,
     size_t j = 0;
     for (; j < m && off + j < h; ++j) out[j] = max2(x[0], x[off + j]);
     if (j < m) k->max_of(x + off + j - h, x + off + j, out + j, m - j);
-}
-
-void pb__window_max_block(const double *x, size_t n, size_t h, size_t i0,
-                          size_t m, double *buf, double *out) {
-    assert(h <= PB__DOUBLING_MAX_HALF && i0 + m <= n);
-    const size_t lo = i0 >= h ? i0 - h : 0u;
-    const size_t hi = n - (i0 + m) > h ? i0 + m + h : n; /* [lo, hi) */
-    memcpy(buf, x + lo, (hi - lo) * sizeof *buf);
-    pb__window_max_span(pb__kernels_generic(), buf, hi - lo, h, i0 - lo, m,
-                        out);
 }
 
 void pb__pool_max(double *x, size_t n, size_t h, void *work,
