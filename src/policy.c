@@ -29,7 +29,8 @@
  *     victims' columns are then compacted lazily (each ring row when its
  *     slot is next written), so after obs_window steps every row is dense
  *     and no row was ever moved.
- * * Every public function validates all of its input before its first write,
+ *
+ * Every public function validates all of its input before its first write,
  * so a call that returns an error has changed nothing. All memory is one
  * block obtained in create; nothing here allocates afterwards.
  */
