@@ -1,7 +1,8 @@
 /*
- * policy.c - the per-layer PyramidKV/SnapKV policy: validation, the instance
- * layout and its exact size, and the native functions of pyramidkv.h
- * (create, size, destroy, observe, evict, reset and the introspection).
+ * policy.c - the per-layer PyramidKV/SnapKV policy: reading a versioned
+ * config (docs/abi.md), validation, the instance layout and its exact size,
+ * and the native functions of pyramidkv.h (create, size, destroy, observe,
+ * evict, reset and the introspection).
  *
  * It owns the rules of the policy (what is held, what is evictable, how many
  * go) and drives the ring, pooling, selection and filter modules for the
@@ -43,40 +44,88 @@
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 
-pb_status pb__config_resolve(const pb_kvcache_pyramidkv_params *params,
-                             const pb_kvcache_options *options,
-                             pb__config *out) {
+pb_status pb__config_read(const pb_kvcache_config *user,
+                          pb_kvcache_config *out) {
+    const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
+    *out = defaults;
+    if (user == NULL) return PB_OK;
+    const size_t size = (size_t)user->struct_size;
+    if (size < PB__CONFIG_MIN_SIZE) return PB_ERR_PARAM;
+    /* A newer caller's fields this library does not know must be unset:
+     * a zero is their default by the rule of docs/abi.md. */
+    const unsigned char *bytes = (const unsigned char *)user;
+    for (size_t i = sizeof *out; i < size; ++i)
+        if (bytes[i] != 0u) return PB_ERR_PARAM;
+    memcpy(out, user, size < sizeof *out ? size : sizeof *out);
+    out->struct_size = (uint32_t)sizeof *out;
+    return PB_OK;
+}
+
+void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
+                            const pb_kvcache_options *options,
+                            pb_kvcache_config *out) {
     const pb_kvcache_pyramidkv_params default_params =
         PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
     const pb_kvcache_options default_options = PB_KVCACHE_OPTIONS_DEFAULT;
     const pb_kvcache_pyramidkv_params p = params ? *params : default_params;
     const pb_kvcache_options o = options ? *options : default_options;
-
-    if (p.budget == 0u || p.budget == UINT32_MAX) return PB_ERR_PARAM;
-    if (p.num_layers == 0u || p.layer >= p.num_layers) return PB_ERR_PARAM;
-    if (p.pyramid_ratio == 0u) return PB_ERR_PARAM;
-    if (p.recent_window >= p.budget) return PB_ERR_PARAM;
-    if (p.obs_window == 0u) return PB_ERR_PARAM;
-    if (p.pool_kernel == 0u || p.pool_kernel % 2u == 0u) return PB_ERR_PARAM;
-    if (o.pool > (uint32_t)PB_POOL_AVG) return PB_ERR_PARAM;
-    if (o.prefill_scope > (uint32_t)PB_PREFILL_REFERENCE) return PB_ERR_PARAM;
-    if (o.capacity != 0u &&
-        (uint64_t)o.capacity < (uint64_t)p.recent_window + 2u)
-        return PB_ERR_PARAM;
-
-    const uint32_t share = pb_kvcache_pyramid_budget(
-        p.budget, p.layer, p.num_layers, p.pyramid_ratio);
-    /* recent_window < budget < UINT32_MAX, so recent_window + 1 fits. */
-    const uint32_t effective =
-        share > p.recent_window ? share : p.recent_window + 1u;
-    uint64_t capacity = o.capacity;
-    if (capacity == 0u)
-        capacity = (uint64_t)(effective > p.budget ? effective : p.budget) + 1u;
-
-    out->params = p;
+    const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
+    *out = defaults;
+    out->budget = p.budget;
+    out->layer = p.layer;
+    out->num_layers = p.num_layers;
+    out->pyramid_ratio = p.pyramid_ratio;
+    out->recent_window = p.recent_window;
+    out->obs_window = p.obs_window;
+    out->pool_kernel = p.pool_kernel;
     out->pool = o.pool;
+    out->capacity = o.capacity;
     out->prefill_scope = o.prefill_scope;
     out->prefill_max_len = o.prefill_max_len;
+}
+
+pb_status pb__config_resolve(const pb_kvcache_config *c, pb__config *out) {
+    if (c->budget == 0u || c->budget == UINT32_MAX) return PB_ERR_PARAM;
+    if (c->num_layers == 0u || c->layer >= c->num_layers) return PB_ERR_PARAM;
+    if (c->pyramid_ratio == 0u) return PB_ERR_PARAM;
+    if (c->recent_window >= c->budget) return PB_ERR_PARAM;
+    if (c->obs_window == 0u) return PB_ERR_PARAM;
+    if (c->pool_kernel == 0u || c->pool_kernel % 2u == 0u) return PB_ERR_PARAM;
+    if (c->pool > (uint32_t)PB_POOL_AVG) return PB_ERR_PARAM;
+    if (c->scorer != (uint32_t)PB_SCORER_WINDOW) return PB_ERR_PARAM;
+    if (c->sinks != 0u) return PB_ERR_PARAM;
+    if (c->prefill_scope > (uint32_t)PB_PREFILL_REFERENCE) return PB_ERR_PARAM;
+    if (c->capacity != 0u &&
+        (uint64_t)c->capacity < (uint64_t)c->recent_window + 2u)
+        return PB_ERR_PARAM;
+
+    const uint32_t share =
+        c->share != 0u ? c->share
+                       : pb_kvcache_pyramid_budget(c->budget, c->layer,
+                                                   c->num_layers,
+                                                   c->pyramid_ratio);
+    /* recent_window < budget < UINT32_MAX, so recent_window + 1 fits. */
+    const uint32_t effective =
+        share > c->recent_window ? share : c->recent_window + 1u;
+    uint64_t capacity = c->capacity;
+    if (capacity == 0u)
+        capacity = (uint64_t)(effective > c->budget ? effective : c->budget) + 1u;
+
+    pb_kvcache_pyramidkv_params p;
+    p.budget = c->budget;
+    p.layer = c->layer;
+    p.num_layers = c->num_layers;
+    p.pyramid_ratio = c->pyramid_ratio;
+    p.recent_window = c->recent_window;
+    p.obs_window = c->obs_window;
+    p.pool_kernel = c->pool_kernel;
+    out->params = p;
+    out->share = c->share;
+    out->scorer = c->scorer;
+    out->sinks = c->sinks;
+    out->pool = c->pool;
+    out->prefill_scope = c->prefill_scope;
+    out->prefill_max_len = c->prefill_max_len;
     out->effective = effective;
     out->capacity = capacity;
     return PB_OK;
@@ -205,18 +254,28 @@ static void default_free(void *ctx, void *p, size_t n) {
     free(p);
 }
 
-pb_status pb_kvcache_pyramidkv_size(const pb_kvcache_pyramidkv_params *params,
-                                    const pb_kvcache_options *options,
-                                    size_t *bytes) {
+pb_status pb_kvcache_size(const pb_kvcache_config *config, size_t *bytes) {
     if (bytes == NULL) return PB_ERR_NULL;
+    pb_kvcache_config c;
+    pb_status st = pb__config_read(config, &c);
+    if (st != PB_OK) return st;
     pb__config cfg;
-    pb_status st = pb__config_resolve(params, options, &cfg);
+    st = pb__config_resolve(&c, &cfg);
     if (st != PB_OK) return st;
     pb__layout layout;
     st = pb__layout_of(&cfg, &layout);
     if (st != PB_OK) return st;
     *bytes = layout.total;
     return PB_OK;
+}
+
+pb_status pb_kvcache_pyramidkv_size(const pb_kvcache_pyramidkv_params *params,
+                                    const pb_kvcache_options *options,
+                                    size_t *bytes) {
+    if (bytes == NULL) return PB_ERR_NULL;
+    pb_kvcache_config c;
+    pb__config_from_params(params, options, &c);
+    return pb_kvcache_size(&c, bytes);
 }
 
 static void reset_state(pb_kvcache *p) {
@@ -237,14 +296,15 @@ static void reset_state(pb_kvcache *p) {
     pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, 0u);
 }
 
-pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
-                                      const pb_kvcache_options *options,
-                                      const pb_allocator *allocator,
-                                      pb_kvcache **out) {
+pb_status pb_kvcache_create(const pb_kvcache_config *config,
+                            const pb_allocator *allocator, pb_kvcache **out) {
     if (out == NULL) return PB_ERR_NULL;
     *out = NULL;
+    pb_kvcache_config c;
+    pb_status st = pb__config_read(config, &c);
+    if (st != PB_OK) return st;
     pb__config cfg;
-    pb_status st = pb__config_resolve(params, options, &cfg);
+    st = pb__config_resolve(&c, &cfg);
     if (st != PB_OK) return st;
     if (allocator != NULL &&
         (allocator->alloc == NULL || allocator->free == NULL))
@@ -298,6 +358,16 @@ pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
     p->zero_upto = p->row_stride; /* the whole ring was zeroed above */
     *out = p;
     return PB_OK;
+}
+
+pb_status pb_kvcache_pyramidkv_create(const pb_kvcache_pyramidkv_params *params,
+                                      const pb_kvcache_options *options,
+                                      const pb_allocator *allocator,
+                                      pb_kvcache **out) {
+    if (out == NULL) return PB_ERR_NULL;
+    pb_kvcache_config c;
+    pb__config_from_params(params, options, &c);
+    return pb_kvcache_create(&c, allocator, out);
 }
 
 void pb_kvcache_destroy(pb_kvcache *policy) {

@@ -35,9 +35,13 @@
 /* ------------------------------------------------------------------------ */
 /* Resolved configuration                                                   */
 
-/* Params and options after validation, with the capacity resolved. */
+/* A configuration after validation, with the share and the capacity
+ * resolved. */
 typedef struct pb__config {
     pb_kvcache_pyramidkv_params params;
+    uint32_t share;           /* explicit share, 0: the pyramid formula */
+    uint32_t scorer;          /* pb_scorer */
+    uint32_t sinks;           /* earliest positions never evicted */
     uint32_t pool;            /* pb_pool */
     uint32_t prefill_scope;   /* pb_prefill_scope */
     uint32_t prefill_max_len; /* prompt positions of prefill scratch */
@@ -45,10 +49,26 @@ typedef struct pb__config {
     uint64_t capacity;        /* positions held at most, >= 2 */
 } pb__config;
 
-/* Validates params and options (NULL: the defaults) in the order the
- * header documents and resolves the capacity. PB_OK or PB_ERR_PARAM. */
-pb_status pb__config_resolve(const pb_kvcache_pyramidkv_params *params,
-                             const pb_kvcache_options *options,
+/* The first released size of pb_kvcache_config (0.2): every field up to
+ * prefill_max_len. A caller's struct_size may not be smaller. */
+#define PB__CONFIG_MIN_SIZE ((size_t)60)
+
+/* Reads a caller's versioned config by the rule of docs/abi.md into a full
+ * one: the fields its struct_size covers, the defaults for the rest.
+ * PB_ERR_PARAM if struct_size is below PB__CONFIG_MIN_SIZE or a byte past
+ * the fields this library knows is not zero. NULL: the defaults. */
+pb_status pb__config_read(const pb_kvcache_config *user,
+                          pb_kvcache_config *out);
+
+/* The versioned config that the released params + options (NULL: their
+ * defaults) describe. */
+void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
+                            const pb_kvcache_options *options,
+                            pb_kvcache_config *out);
+
+/* Validates a full config in the order the header documents and resolves
+ * the share and the capacity. PB_OK or PB_ERR_PARAM. */
+pb_status pb__config_resolve(const pb_kvcache_config *config,
                              pb__config *out);
 
 /* ------------------------------------------------------------------------ */

@@ -13,7 +13,7 @@ int pb_header_probe_cxx(void);
 
 static void both_languages_agree(void **state) {
     (void)state;
-    assert_int_equal(pb_header_probe_c11(), 512 + 512 + 0 + 1 + 1);
+    assert_int_equal(pb_header_probe_c11(), 512 + 512 + 0 + 1 + 1 + 1);
     assert_int_equal(pb_header_probe_cxx(), pb_header_probe_c11());
 }
 

@@ -293,6 +293,84 @@ PB_API pb_status pb_kvcache_pyramidkv_size(
     const pb_kvcache_pyramidkv_params *params,
     const pb_kvcache_options *options, size_t *bytes);
 
+/* ------------------------------------------------------------------------ */
+/* Versioned configuration (the create of every scorer and share)           */
+
+/* The score a layer's instance ranks its positions by (see docs/spec.md,
+ * "Scorers"). */
+typedef enum pb_scorer {
+    PB_SCORER_WINDOW = 0,     /* SnapKV/PyramidKV: attention summed over the
+                                 last obs_window observed steps, pooled */
+    PB_SCORER_CUMULATIVE = 1, /* H2O: attention summed since admission */
+    PB_SCORER_LAST = 2,       /* TOVA: attention at the latest observed
+                                 step */
+    PB_SCORER_VOTES = 3,      /* Scissorhands: steps whose weight exceeded
+                                 the step's fair share 1/n */
+    PB_SCORER_NONE = 4        /* recency: the oldest evictable goes first */
+} pb_scorer;
+
+/* Everything a native create takes, in one struct that grows by the rule of
+ * docs/abi.md: the caller sets struct_size to sizeof(pb_kvcache_config) as
+ * its header knows it (PB_KVCACHE_CONFIG_DEFAULT does), the library reads
+ * only the fields that size covers and uses the defaults for the rest, and
+ * bytes beyond the fields this library knows must be zero. Defaults in
+ * brackets; create refuses any value outside the stated range. */
+typedef struct pb_kvcache_config {
+    uint32_t struct_size;     /* sizeof(pb_kvcache_config) of the caller's
+                                 header; at least 60 (the 0.2 layout) */
+    uint32_t budget;          /* [512] average positions kept per layer;
+                                 1 .. UINT32_MAX-1, and > recent_window */
+    uint32_t layer;           /* [0] this layer, 0 .. num_layers-1 */
+    uint32_t num_layers;      /* [1] layers in the model, >= 1 */
+    uint32_t pyramid_ratio;   /* [4] first layer's share over the last's,
+                                 >= 1 */
+    uint32_t share;           /* [0] this instance's share, from any
+                                 schedule; 0: pb_kvcache_pyramid_budget(
+                                 budget, layer, num_layers, pyramid_ratio) */
+    uint32_t recent_window;   /* [32] newest positions never evicted on
+                                 score, 0 .. budget-1 */
+    uint32_t obs_window;      /* [16] observed steps a window score sums,
+                                 >= 1 */
+    uint32_t pool_kernel;     /* [7] pooling width across kept neighbours,
+                                 odd, >= 1 (1: no pooling) */
+    uint32_t pool;            /* [PB_POOL_MAX] a pb_pool */
+    uint32_t scorer;          /* [PB_SCORER_WINDOW] a pb_scorer */
+    uint32_t sinks;           /* [0] earliest held positions never evicted
+                                 (attention sinks), see docs/spec.md */
+    uint32_t capacity;        /* [0] as pb_kvcache_options.capacity */
+    uint32_t prefill_scope;   /* [PB_PREFILL_CONSISTENT] a pb_prefill_scope */
+    uint32_t prefill_max_len; /* [0] as pb_kvcache_options.prefill_max_len */
+} pb_kvcache_config;
+
+#define PB_KVCACHE_CONFIG_DEFAULT                                             \
+    { (uint32_t)sizeof(pb_kvcache_config), 512u, 0u, 1u, 4u, 0u, 32u, 16u,   \
+      7u, 0u, 0u, 0u, 0u, 0u, 0u }
+
+/* Creates a policy instance holding the single position 0, configured by
+ * *config (NULL: PB_KVCACHE_CONFIG_DEFAULT). The same instance as
+ * pb_kvcache_pyramidkv_create makes for the same values; it adds an
+ * explicit share (any schedule's share drives any instance), the scorer and
+ * the sinks. allocator NULL: malloc/free. All memory the instance will ever
+ * use is allocated here, in the amount pb_kvcache_size reports.
+ *
+ * Returns PB_OK and sets *out; PB_ERR_NULL if out is NULL; PB_ERR_PARAM if
+ * struct_size is below 60, a byte past the known fields is not zero, a
+ * field is refused (see the struct comments) or the allocator lacks a
+ * function; PB_ERR_TOO_LARGE if the memory needed does not fit in size_t;
+ * PB_ERR_NOMEM if the allocator fails. Checked in that order, all before
+ * the allocator is called. On error *out is set to NULL (when out is not
+ * NULL) and nothing is left allocated. Thread-safe. */
+PB_API pb_status pb_kvcache_create(const pb_kvcache_config *config,
+                                   const pb_allocator *allocator,
+                                   pb_kvcache **out);
+
+/* The exact bytes pb_kvcache_create would allocate for *config (NULL: the
+ * defaults), written to *bytes on PB_OK only. Returns PB_OK, PB_ERR_NULL if
+ * bytes is NULL, PB_ERR_PARAM or PB_ERR_TOO_LARGE as create would, checked
+ * in that order. Pure, no allocation. */
+PB_API pb_status pb_kvcache_size(const pb_kvcache_config *config,
+                                 size_t *bytes);
+
 /* Frees the instance and everything it allocated. Accepts NULL. */
 PB_API void pb_kvcache_destroy(pb_kvcache *policy);
 
@@ -335,8 +413,10 @@ PB_API pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
  * with no observed attention. No allocation. PB_ERR_NULL if policy is NULL. */
 PB_API pb_status pb_kvcache_reset(pb_kvcache *policy);
 
-/* The layer's effective share: max(pb_kvcache_pyramid_budget(budget, layer,
- * num_layers, pyramid_ratio), recent_window + 1). 0 if policy is NULL. */
+/* The layer's effective share: max(share, recent_window + 1), where share
+ * is the explicit share of pb_kvcache_create or else
+ * pb_kvcache_pyramid_budget(budget, layer, num_layers, pyramid_ratio).
+ * 0 if policy is NULL. */
 PB_API uint32_t pb_kvcache_effective_budget(const pb_kvcache *policy);
 
 /* How many positions are held. 0 if policy is NULL, and also when an evict
