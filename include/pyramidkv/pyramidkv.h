@@ -230,6 +230,61 @@ typedef struct pb_kvcache_snapkv_params {
 PB_API extern const pb_kvcache_vtable pb_kvcache_pyramidkv;
 PB_API extern const pb_kvcache_vtable pb_kvcache_snapkv;
 
+/* The rest of the policybook family (0.2.0), declared exactly as that
+ * interface declares them. Each create takes params == NULL as its
+ * defaults, ignores the rng, returns NULL on refused params or allocation
+ * failure; on_decode_step with bad input (NULL policy, wrong length, bad
+ * weight, full) does nothing; evict that would need more victims than
+ * `capacity` writes nothing and returns 0; victims come out in ascending
+ * position order. docs/spec.md gives each one's exact rules. */
+
+/* H2O (heavy hitters): the attention a position received since it was
+ * admitted, summed in double. */
+typedef struct pb_kvcache_h2o_params {
+    uint32_t budget;        /* [512] 1 .. UINT32_MAX-1 */
+    uint32_t recent_window; /* [32] newest positions protected, < budget */
+} pb_kvcache_h2o_params;
+
+#define PB_KVCACHE_H2O_PARAMS_DEFAULT { 512u, 32u }
+
+/* Scissorhands: the number of steps in which a position's weight exceeded
+ * the step's fair share 1/attn_len. */
+typedef struct pb_kvcache_scissorhands_params {
+    uint32_t budget;        /* [512] 1 .. UINT32_MAX-1 */
+    uint32_t recent_window; /* [32] newest positions protected, < budget */
+} pb_kvcache_scissorhands_params;
+
+#define PB_KVCACHE_SCISSORHANDS_PARAMS_DEFAULT { 512u, 32u }
+
+/* TOVA: the attention a position received at the latest observed step. */
+typedef struct pb_kvcache_tova_params {
+    uint32_t budget; /* [512] 1 .. UINT32_MAX-1 */
+} pb_kvcache_tova_params;
+
+#define PB_KVCACHE_TOVA_PARAMS_DEFAULT { 512u }
+
+/* StreamingLLM: attention sinks plus the newest positions. */
+typedef struct pb_kvcache_streaming_llm_params {
+    uint32_t budget; /* [512] 1 .. UINT32_MAX-1 */
+    uint32_t sinks;  /* [4] positions below `sinks` are never evicted,
+                        < budget; 0 is a plain sliding window */
+} pb_kvcache_streaming_llm_params;
+
+#define PB_KVCACHE_STREAMING_LLM_PARAMS_DEFAULT { 512u, 4u }
+
+/* Sliding window: the newest `budget` positions. */
+typedef struct pb_kvcache_sliding_window_params {
+    uint32_t budget; /* [512] 1 .. UINT32_MAX-1 */
+} pb_kvcache_sliding_window_params;
+
+#define PB_KVCACHE_SLIDING_WINDOW_PARAMS_DEFAULT { 512u }
+
+PB_API extern const pb_kvcache_vtable pb_kvcache_h2o;
+PB_API extern const pb_kvcache_vtable pb_kvcache_scissorhands;
+PB_API extern const pb_kvcache_vtable pb_kvcache_tova;
+PB_API extern const pb_kvcache_vtable pb_kvcache_streaming_llm;
+PB_API extern const pb_kvcache_vtable pb_kvcache_sliding_window;
+
 /* ------------------------------------------------------------------------ */
 /* Native surface                                                           */
 
