@@ -1,0 +1,21 @@
+/*
+ * vector_families.c - THE FAMILY TABLE: which document "policy" runs which
+ * family of cases (docs/vectors.md).
+ *
+ * Adding a family is one entry here plus its file: a per-layer policy
+ * (h2o, tova, a sliding window ...) gives pb__vr_run_policy_case and its
+ * pb__vr_policy (see vector_policy_pyramidkv.c for the model, and
+ * vector_runner_internal.h for the map of the runner); a family whose
+ * cases have another shape gives its own run_case, as the allocation
+ * family does. The "unknown policy" message lists the entries in this
+ * order.
+ */
+#include <stddef.h>
+
+#include "vector_runner_internal.h"
+
+const pb__vr_family pb__vr_families[] = {
+    {"kv-cache/pyramidkv", pb__vr_run_policy_case, &pb__vr_policy_pyramidkv},
+    {"kv-cache/snapkv", pb__vr_run_policy_case, &pb__vr_policy_snapkv},
+    {"kv-cache/pyramid-budget", pb__vr_run_budget_case, NULL},
+    {NULL, NULL, NULL}};
