@@ -34,8 +34,15 @@ typedef struct run_state {
     uint64_t *held_now;  /* [n_configs] */
     size_t n_slots;
     uint32_t layers;
-    const pb_kvcache_vtable *vtable;
+    const pb_kvcache_vtable *vtable; /* NULL: the native surface */
 } run_state;
+
+static void policy_destroy(const run_state *s, pb_kvcache *policy) {
+    if (s->vtable != NULL)
+        s->vtable->destroy(policy);
+    else
+        pb_kvcache_destroy(policy);
+}
 
 static void fail(char *err, size_t err_len, const char *fmt, ...) {
     if (err == NULL || err_len == 0) return;
@@ -49,7 +56,7 @@ static void state_free(run_state *s) {
     if (s->slots != NULL) {
         for (size_t i = 0; i < s->n_slots; ++i) {
             if (s->slots[i].policy != NULL)
-                s->vtable->destroy(s->slots[i].policy);
+                policy_destroy(s, s->slots[i].policy);
             free(s->slots[i].kept);
             free(s->slots[i].held);
         }
@@ -74,7 +81,7 @@ void pb_wl_result_free(pb_wl_result *results, size_t n) {
 }
 
 static int check_params(const pb_wl_run_params *p, char *err, size_t err_len) {
-    if (p->vtable == NULL || p->configs == NULL || p->n_configs == 0) {
+    if (p->configs == NULL || p->n_configs == 0) {
         fail(err, err_len, "no policy or no configuration to run");
         return -1;
     }
@@ -90,11 +97,19 @@ static int check_params(const pb_wl_run_params *p, char *err, size_t err_len) {
         fail(err, err_len, "positions must be 2 .. %u", PB_WL_POSITIONS * 16u);
         return -1;
     }
+    if ((unsigned)p->params_kind > (unsigned)PB_WL_PARAMS_NATIVE ||
+        (p->vtable == NULL) != (p->params_kind == PB_WL_PARAMS_NATIVE)) {
+        fail(err, err_len, "a vtable is needed by every kind but the native "
+             "one, which takes none");
+        return -1;
+    }
+    const uint32_t floor = pb_wl_floor_of(p->params_kind, p->recent_window,
+                                          p->sinks);
     for (size_t c = 0; c < p->n_configs; ++c) {
         const pb_wl_config *cf = &p->configs[c];
-        if (cf->budget <= p->recent_window || cf->budget == UINT32_MAX) {
-            fail(err, err_len, "budget %u must be greater than the recent "
-                 "window (%u)", cf->budget, p->recent_window);
+        if (cf->budget < floor || cf->budget == UINT32_MAX) {
+            fail(err, err_len, "budget %u must be at least %u (the recent "
+                 "window or the sinks, plus one)", cf->budget, floor);
             return -1;
         }
         if (cf->ratio == 0u) {
@@ -105,9 +120,66 @@ static int check_params(const pb_wl_run_params *p, char *err, size_t err_len) {
     return 0;
 }
 
+uint32_t pb_wl_floor_of(pb_wl_params_kind kind, uint32_t recent_window,
+                        uint32_t sinks) {
+    switch (kind) {
+    case PB_WL_PARAMS_TOVA:
+    case PB_WL_PARAMS_SLIDING_WINDOW:
+        return 1u;
+    case PB_WL_PARAMS_STREAMING_LLM:
+        return sinks + 1u;
+    default:
+        return recent_window + 1u;
+    }
+}
+
+/* The vtables of the policybook family that take {budget, ...} only. */
+static pb_kvcache *create_family(const pb_wl_run_params *p,
+                                 uint32_t effective) {
+    switch (p->params_kind) {
+    case PB_WL_PARAMS_H2O: {
+        pb_kvcache_h2o_params hp = {effective, p->recent_window};
+        return p->vtable->create(&hp, NULL, NULL);
+    }
+    case PB_WL_PARAMS_SCISSORHANDS: {
+        pb_kvcache_scissorhands_params sp = {effective, p->recent_window};
+        return p->vtable->create(&sp, NULL, NULL);
+    }
+    case PB_WL_PARAMS_TOVA: {
+        pb_kvcache_tova_params tp = {effective};
+        return p->vtable->create(&tp, NULL, NULL);
+    }
+    case PB_WL_PARAMS_STREAMING_LLM: {
+        pb_kvcache_streaming_llm_params sp = {effective, p->sinks};
+        return p->vtable->create(&sp, NULL, NULL);
+    }
+    default: {
+        pb_kvcache_sliding_window_params wp = {effective};
+        return p->vtable->create(&wp, NULL, NULL);
+    }
+    }
+}
+
 static pb_kvcache *create_policy(const pb_wl_run_params *p,
                                  const pb_wl_config *cf, uint32_t layer,
                                  uint32_t effective) {
+    if (p->params_kind == PB_WL_PARAMS_NATIVE) {
+        pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+        c.budget = cf->budget;
+        c.layer = layer;
+        c.num_layers = p->layers;
+        c.pyramid_ratio = cf->ratio;
+        c.recent_window = p->recent_window;
+        c.obs_window = p->obs_window;
+        c.pool_kernel = p->pool_kernel;
+        c.scorer = p->scorer;
+        c.sinks = p->sinks;
+        pb_kvcache *policy = NULL;
+        return pb_kvcache_create(&c, NULL, &policy) == PB_OK ? policy : NULL;
+    }
+    if (p->params_kind != PB_WL_PARAMS_PYRAMIDKV &&
+        p->params_kind != PB_WL_PARAMS_SNAPKV)
+        return create_family(p, effective);
     if (p->params_kind == PB_WL_PARAMS_SNAPKV) {
         pb_kvcache_snapkv_params sp = PB_KVCACHE_SNAPKV_PARAMS_DEFAULT;
         sp.budget = effective;
@@ -164,12 +236,9 @@ static int setup(const pb_wl_run_params *p, run_state *s, pb_wl_result *res,
             pb_wl_layer_stats *ls = &r->layers[l];
             ls->share = pb_kvcache_pyramid_budget(r->config.budget, l, L,
                                                   r->config.ratio);
-            ls->effective = ls->share > p->recent_window
-                                ? ls->share
-                                : p->recent_window + 1u;
-            r->share_total += ls->share;
-            r->effective_total += ls->effective;
-            if (ls->share < p->recent_window + 1u) r->floors_binding += 1u;
+            const uint32_t floor =
+                pb_wl_floor_of(p->params_kind, p->recent_window, p->sinks);
+            ls->effective = ls->share > floor ? ls->share : floor;
 
             slot *sl = &s->slots[c * L + l];
             sl->kept = malloc((size_t)P * sizeof *sl->kept);
@@ -185,6 +254,11 @@ static int setup(const pb_wl_run_params *p, run_state *s, pb_wl_result *res,
                      r->config.ratio, l);
                 return -1;
             }
+            if (p->params_kind == PB_WL_PARAMS_NATIVE)
+                ls->effective = pb_kvcache_effective_budget(sl->policy);
+            r->share_total += ls->share;
+            r->effective_total += ls->effective;
+            if (ls->effective > ls->share) r->floors_binding += 1u;
             sl->kept[0] = 0;
             sl->held[0] = 1;
             sl->n_kept = 1;
@@ -227,7 +301,17 @@ static int step_slot(const pb_wl_run_params *p, run_state *s, slot *sl,
     ls->hits += hits;
     ls->hit_slots += n_top;
 
-    s->vtable->on_decode_step(sl->policy, t, s->attn, sl->n_kept);
+    if (s->vtable != NULL) {
+        s->vtable->on_decode_step(sl->policy, t, s->attn, sl->n_kept);
+    } else {
+        const pb_status st =
+            pb_kvcache_observe(sl->policy, t, s->attn, sl->n_kept);
+        if (st != PB_OK) {
+            fail(err, err_len, "step %u: pb_kvcache_observe: %s", t,
+                 pb_status_str(st));
+            return -1;
+        }
+    }
     sl->kept[sl->n_kept++] = t;
     sl->held[t] = 1;
     if (sl->n_kept > ls->peak_held) ls->peak_held = (uint32_t)sl->n_kept;
@@ -235,8 +319,19 @@ static int step_slot(const pb_wl_run_params *p, run_state *s, slot *sl,
 
     if (sl->n_kept > ls->effective) {
         const size_t want = sl->n_kept - ls->effective;
-        const size_t got = s->vtable->evict(sl->policy, ls->effective,
-                                            s->victims, p->positions);
+        size_t got = 0;
+        if (s->vtable != NULL) {
+            got = s->vtable->evict(sl->policy, ls->effective, s->victims,
+                                   p->positions);
+        } else {
+            const pb_status st = pb_kvcache_evict(
+                sl->policy, ls->effective, s->victims, p->positions, &got);
+            if (st != PB_OK) {
+                fail(err, err_len, "step %u: pb_kvcache_evict: %s", t,
+                     pb_status_str(st));
+                return -1;
+            }
+        }
         ls->evictions += 1u;
         if (got != want || remove_victims(sl, s->victims, got) != 0) {
             fail(err, err_len, "step %u: the policy evicted %zu positions, "

@@ -28,12 +28,31 @@ typedef struct pb_wl_config {
     uint32_t ratio;  /* pyramid ratio, >= 1; 1 is uniform (SnapKV) */
 } pb_wl_config;
 
-/* Which params struct the vtable's create takes. */
+/* Which params struct the vtable's create takes. Every kind but the first
+ * and the last gives the layer's effective share as the vtable's budget:
+ * that is how a runtime puts the pyramid over any policybook policy. */
 typedef enum pb_wl_params_kind {
     PB_WL_PARAMS_PYRAMIDKV = 0, /* pb_kvcache_pyramidkv_params for layer l */
-    PB_WL_PARAMS_SNAPKV = 1     /* pb_kvcache_snapkv_params, budget = the
-                                   layer's effective share */
+    PB_WL_PARAMS_SNAPKV = 1,    /* pb_kvcache_snapkv_params */
+    PB_WL_PARAMS_H2O = 2,       /* pb_kvcache_h2o_params {share, recent} */
+    PB_WL_PARAMS_SCISSORHANDS = 3, /* ..._scissorhands_params {share,
+                                      recent} */
+    PB_WL_PARAMS_TOVA = 4,         /* pb_kvcache_tova_params {share} */
+    PB_WL_PARAMS_STREAMING_LLM = 5, /* ..._streaming_llm_params {share,
+                                       sinks} */
+    PB_WL_PARAMS_SLIDING_WINDOW = 6, /* ..._sliding_window_params {share} */
+    PB_WL_PARAMS_NATIVE = 7 /* no vtable: pb_kvcache_create with a
+                               pb_kvcache_config {budget, layer, L, ratio,
+                               recent, obs, kernel, scorer, sinks}, driven by
+                               pb_kvcache_observe / pb_kvcache_evict */
 } pb_wl_params_kind;
+
+/* The fewest positions a layer of this kind keeps whatever its share:
+ * recent + 1 for the kinds with a protected window, sinks + 1 for
+ * StreamingLLM, 1 for TOVA and the sliding window. (The native kind's
+ * effective share is the library's, pb_kvcache_effective_budget.) */
+uint32_t pb_wl_floor_of(pb_wl_params_kind kind, uint32_t recent_window,
+                        uint32_t sinks);
 
 typedef struct pb_wl_run_params {
     pb_wl_profile profile;
@@ -42,8 +61,11 @@ typedef struct pb_wl_run_params {
     uint32_t recent_window;  /* policy params, as in pyramidkv.h */
     uint32_t obs_window;
     uint32_t pool_kernel;
-    const pb_kvcache_vtable *vtable; /* e.g. &pb_kvcache_pyramidkv */
+    const pb_kvcache_vtable *vtable; /* e.g. &pb_kvcache_pyramidkv; unused
+                                        by PB_WL_PARAMS_NATIVE */
     pb_wl_params_kind params_kind;
+    uint32_t sinks;  /* StreamingLLM's and the native config's sinks */
+    uint32_t scorer; /* the native config's pb_scorer */
     /* Optional cross-check: if set, the harness compares it with its own
      * count of held positions after every step and fails on a mismatch
      * (e.g. pb_kvcache_kept_count for the library's vtables). */
@@ -58,8 +80,10 @@ typedef struct pb_wl_run_params {
 /* What one layer of one configuration measured. */
 typedef struct pb_wl_layer_stats {
     uint32_t share;        /* pb_kvcache_pyramid_budget(budget, l, L, r) */
-    uint32_t effective;    /* max(share, recent_window + 1): the layer is
-                              evicted down to this whenever it holds more */
+    uint32_t effective;    /* max(share, pb_wl_floor_of(...)), or the
+                              library's effective share for the native kind:
+                              the layer is evicted down to this whenever it
+                              holds more */
     double retained_sum;   /* sum over steps of the retained weight */
     uint64_t hits;         /* sum over steps of heavy-hitter hits */
     uint64_t hit_slots;    /* sum over steps of min(32, t) */
@@ -74,7 +98,8 @@ typedef struct pb_wl_result {
     pb_wl_config config;
     uint64_t share_total;     /* sum of shares (<= layers * budget) */
     uint64_t effective_total; /* sum of effective shares */
-    uint32_t floors_binding;  /* layers whose share < recent_window + 1 */
+    uint32_t floors_binding;  /* layers whose effective share exceeds their
+                                 share (the floor binds) */
     uint64_t evictions;       /* eviction calls, all layers */
     uint64_t peak_held;       /* most positions held by all layers at once,
                                  counted right after t is admitted */

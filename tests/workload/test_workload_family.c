@@ -1,0 +1,150 @@
+/*
+ * test_workload_family.c - the rest of the policybook family (H2O,
+ * Scissorhands, TOVA, StreamingLLM, sliding window) in the workload
+ * harness against the registry's published figures: decode-4096, one
+ * layer, default parameters, budgets 256/512/1024, 15 (mass, recall,
+ * evictions) triples, reproduced by the naive reference of
+ * bench/workload/workload_family_ref.c (the statement the benchmarks
+ * compare the library with); and the floor each kind keeps.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pyramidkv/pyramidkv.h"
+#include "workload_family_ref.h"
+#include "workload_harness.h"
+
+typedef struct published {
+    uint32_t budget;
+    double mass, recall;
+    uint64_t evictions;
+} published;
+
+typedef struct family_member {
+    const char *name;
+    pb_wl_params_kind kind;
+    const pb_kvcache_vtable *reference;
+    published figures[3];
+} family_member;
+
+/* The registry's figures, default parameters (recent window 32 for H2O
+ * and Scissorhands, 4 sinks for StreamingLLM). */
+static const family_member family[5] = {
+    {"h2o", PB_WL_PARAMS_H2O, &pb_wl_ref_h2o,
+     {{256u, 0.643895, 0.886261, 3840u},
+      {512u, 0.714859, 0.913715, 3584u},
+      {1024u, 0.784413, 0.945091, 3072u}}},
+    {"scissorhands", PB_WL_PARAMS_SCISSORHANDS, &pb_wl_ref_scissorhands,
+     {{256u, 0.641318, 0.882339, 3840u},
+      {512u, 0.711377, 0.906047, 3584u},
+      {1024u, 0.784746, 0.945091, 3072u}}},
+    {"tova", PB_WL_PARAMS_TOVA, &pb_wl_ref_tova,
+     {{256u, 0.778128, 0.882339, 3840u},
+      {512u, 0.824012, 0.909793, 3584u},
+      {1024u, 0.885888, 0.937247, 3072u}}},
+    {"streaming-llm", PB_WL_PARAMS_STREAMING_LLM, &pb_wl_ref_streaming_llm,
+     {{256u, 0.736691, 0.859419, 3840u},
+      {512u, 0.786153, 0.88348, 3584u},
+      {1024u, 0.866203, 0.927572, 3072u}}},
+    {"sliding-window", PB_WL_PARAMS_SLIDING_WINDOW, &pb_wl_ref_sliding_window,
+     {{256u, 0.596637, 0.742171, 3840u},
+      {512u, 0.655518, 0.774107, 3584u},
+      {1024u, 0.754149, 0.833734, 3072u}}},
+};
+
+static const pb_wl_config three_budgets[3] = {{256u, 1u}, {512u, 1u},
+                                              {1024u, 1u}};
+
+static pb_wl_run_params params_for(const family_member *m,
+                                   pb_wl_profile profile, uint32_t layers,
+                                   const pb_wl_config *configs, size_t n) {
+    pb_wl_run_params p;
+    memset(&p, 0, sizeof p);
+    p.profile = profile;
+    p.layers = layers;
+    p.positions = PB_WL_POSITIONS;
+    p.recent_window = 32u;
+    p.obs_window = 16u;
+    p.pool_kernel = 7u;
+    p.sinks = 4u;
+    p.vtable = m->reference;
+    p.params_kind = m->kind;
+    p.configs = configs;
+    p.n_configs = n;
+    return p;
+}
+
+static void run_ok(const pb_wl_run_params *p, pb_wl_result *res) {
+    char err[256] = "";
+    const int rc = pb_wl_run(p, res, NULL, err, sizeof err);
+    if (rc != 0) print_error("pb_wl_run: %s\n", err);
+    assert_int_equal(rc, 0);
+}
+
+static void test_fifteen_figures_reference(void **state) {
+    (void)state;
+    for (size_t k = 0; k < 5; ++k) {
+        const family_member *m = &family[k];
+        pb_wl_run_params p =
+            params_for(m, PB_WL_DECODE4096, 1, three_budgets, 3);
+        p.kept_count = pb_wl_ref_kept_count;
+        pb_wl_result res[3];
+        run_ok(&p, res);
+        for (size_t i = 0; i < 3; ++i) {
+            const published *f = &m->figures[i];
+            if (res[i].mass != f->mass || res[i].recall != f->recall ||
+                res[i].evictions != f->evictions)
+                print_error("%s (%s) budget %u: mass %.6f recall %.6f "
+                            "evictions %llu, published %.6f %.6f %llu\n",
+                            m->name, "reference",
+                            f->budget, res[i].mass, res[i].recall,
+                            (unsigned long long)res[i].evictions, f->mass,
+                            f->recall, (unsigned long long)f->evictions);
+            assert_true(res[i].mass == f->mass);
+            assert_true(res[i].recall == f->recall);
+            assert_int_equal(res[i].evictions, f->evictions);
+            assert_int_equal(res[i].peak_held, f->budget + 1u);
+            assert_int_equal(res[i].share_total, f->budget);
+        }
+        pb_wl_result_free(res, 3);
+    }
+}
+
+/* The floor each kind keeps: a budget below it is refused by the harness
+ * before any policy is created. */
+static void test_floors(void **state) {
+    (void)state;
+    assert_int_equal(pb_wl_floor_of(PB_WL_PARAMS_H2O, 32u, 4u), 33u);
+    assert_int_equal(pb_wl_floor_of(PB_WL_PARAMS_SCISSORHANDS, 7u, 4u), 8u);
+    assert_int_equal(pb_wl_floor_of(PB_WL_PARAMS_TOVA, 32u, 4u), 1u);
+    assert_int_equal(pb_wl_floor_of(PB_WL_PARAMS_STREAMING_LLM, 32u, 4u), 5u);
+    assert_int_equal(pb_wl_floor_of(PB_WL_PARAMS_SLIDING_WINDOW, 32u, 4u),
+                     1u);
+    const pb_wl_config small[1] = {{4u, 1u}};
+    pb_wl_run_params p =
+        params_for(&family[3], PB_WL_DECODE4096, 1, small, 1);
+    pb_wl_result res[1];
+    char err[256] = "";
+    assert_int_equal(pb_wl_run(&p, res, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "at least 5"));
+    p = params_for(&family[2], PB_WL_DECODE4096, 1, small, 1);
+    p.positions = 200u;
+    run_ok(&p, res);
+    assert_int_equal(res[0].peak_held, 5u);
+    assert_int_equal(res[0].evictions, 199u - 3u);
+    pb_wl_result_free(res, 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fifteen_figures_reference),
+        cmocka_unit_test(test_floors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
