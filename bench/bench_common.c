@@ -146,6 +146,28 @@ static void cpu_model(char *buf, size_t cap) {
     }
 }
 
+/* Which kernel variant the library runs here: it picks, at create, the
+ * first of AVX-512 (F, VL, DQ, BW), AVX2 and the portable one the CPU
+ * offers, when built with PB_SIMD=ON (src/simd_kernels.c). */
+static const char *kernel_line(void) {
+#if PB_BENCH_SIMD && (defined(__GNUC__) || defined(__clang__)) && \
+    (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw"))
+        return "avx512 (PB_SIMD=ON, chosen at run time)";
+    if (__builtin_cpu_supports("avx2"))
+        return "avx2 (PB_SIMD=ON, chosen at run time; no AVX-512 here)";
+    return "generic (PB_SIMD=ON, but this CPU has no AVX2)";
+#elif PB_BENCH_SIMD
+    return "generic (no SIMD variants for this compiler or CPU)";
+#else
+    return "generic (PB_SIMD=OFF: the portable kernels only)";
+#endif
+}
+
 void bench_print_header(FILE *out, const char *name, const bench_options *opt) {
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
@@ -168,6 +190,7 @@ void bench_print_header(FILE *out, const char *name, const bench_options *opt) {
             PB_BENCH_BUILD_TYPE, PB_BENCH_C_FLAGS);
     fprintf(out, "library:  libpyramidkv %s (%s)\n", pb_version_string(),
             PB_BENCH_LIBRARY_KIND);
+    fprintf(out, "kernels:  %s\n", kernel_line());
     fprintf(out, "reproduce: cmake --preset bench && cmake --build --preset "
                  "bench --target %s && %s\n\n", name, opt->command);
     fflush(out);
