@@ -1,0 +1,237 @@
+/*
+ * pkm_cache.c - libpyramidkv driving the K/V cache of the bench/model
+ * decoder: sizing, prefill compression, per-step observation, eviction and
+ * compaction. See pkm_cache.h and docs/model.md ("The integration").
+ */
+#include "pkm_cache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pkm_cache_free(pkm_cache *kc)
+{
+    const size_t n = (size_t)kc->n_layers * kc->n_kv;
+    if (kc->pol)
+        for (size_t i = 0; i < n; i++) pb_kvcache_destroy(kc->pol[i]);
+    if (kc->slots)
+        for (size_t i = 0; i < n; i++) pkm_slot_free(&kc->slots[i]);
+    free(kc->pol);
+    free(kc->slots);
+    free(kc->shares);
+    free(kc->red);
+    free(kc->idx);
+    memset(kc, 0, sizeof *kc);
+}
+
+int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
+                   const pkm_cache_params *p, char *err, size_t errlen)
+{
+    memset(kc, 0, sizeof *kc);
+    const pkm_config *c = &m->c;
+    kc->n_layers = c->n_layers;
+    kc->n_kv = c->n_kv_heads;
+    kc->group = c->n_heads / c->n_kv_heads;
+    kc->head_dim = c->head_dim;
+    kc->cadence = p->cadence ? p->cadence : 1;
+    const size_t n = (size_t)kc->n_layers * kc->n_kv;
+    kc->pol = calloc(n, sizeof *kc->pol);
+    kc->slots = calloc(n, sizeof *kc->slots);
+    kc->shares = calloc(kc->n_layers, sizeof *kc->shares);
+    kc->red = malloc((size_t)(p->obs_window > 1 ? p->obs_window : 1) *
+                     p->max_len * sizeof(float));
+    kc->idx = malloc((size_t)p->max_len * sizeof *kc->idx);
+    if (!kc->pol || !kc->slots || !kc->shares || !kc->red || !kc->idx) {
+        snprintf(err, errlen, "out of memory");
+        pkm_cache_free(kc);
+        return -1;
+    }
+
+    if (!p->method) { /* the full cache: every position, no policy */
+        for (uint32_t l = 0; l < kc->n_layers; l++) kc->shares[l] = p->max_len;
+        for (size_t i = 0; i < n; i++) {
+            if (pkm_slot_init(&kc->slots[i], p->max_len, kc->head_dim) != 0) {
+                snprintf(err, errlen, "out of memory");
+                pkm_cache_free(kc);
+                return -1;
+            }
+            kc->positions += p->max_len;
+            kc->capacity += p->max_len;
+        }
+        return 0;
+    }
+
+    /* 1. The shares: one schedule call sizes every layer. */
+    if (p->method->schedule(p->budget, kc->n_layers, p->method->schedule_arg,
+                            kc->shares) != 0) {
+        snprintf(err, errlen, "schedule not available in this library");
+        pkm_cache_free(kc);
+        return 1;
+    }
+    /* 2. One instance per (layer, KV head), its share given explicitly. */
+    for (uint32_t l = 0; l < kc->n_layers; l++) {
+        for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+            pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
+            cfg.budget = p->budget;
+            cfg.layer = l;
+            cfg.num_layers = kc->n_layers;
+            cfg.pyramid_ratio = 1;
+            cfg.share = kc->shares[l] > p->recent_window ? kc->shares[l]
+                                                        : p->recent_window + 1;
+            cfg.recent_window = p->recent_window;
+            cfg.obs_window = p->obs_window;
+            cfg.pool_kernel = p->pool_kernel;
+            cfg.scorer = p->method->scorer;
+            cfg.sinks = p->method->sinks;
+            /* room for `cadence` admissions past the share between evicts */
+            cfg.capacity = cfg.share + kc->cadence;
+            cfg.prefill_max_len = p->max_len;
+            pb_kvcache **pp = &kc->pol[(size_t)l * kc->n_kv + kv];
+            const pb_status st = pb_kvcache_create(&cfg, NULL, pp);
+            if (st != PB_OK) {
+                snprintf(err, errlen, "pb_kvcache_create: %s",
+                         pb_status_str(st));
+                pkm_cache_free(kc);
+                return st == PB_ERR_PARAM ? 1 : -1;
+            }
+            /* 3. The K/V slot holds exactly what the instance can hold. */
+            const size_t cap = pb_kvcache_capacity(*pp);
+            if (pkm_slot_init(&kc->slots[(size_t)l * kc->n_kv + kv],
+                              (uint32_t)cap, kc->head_dim) != 0) {
+                snprintf(err, errlen, "out of memory");
+                pkm_cache_free(kc);
+                return -1;
+            }
+            kc->positions += pb_kvcache_effective_budget(*pp);
+            kc->capacity += cap;
+        }
+        kc->shares[l] = pb_kvcache_effective_budget(kc->pol[(size_t)l * kc->n_kv]);
+    }
+    return 0;
+}
+
+int pkm_cache_reset(pkm_cache *kc)
+{
+    const size_t n = (size_t)kc->n_layers * kc->n_kv;
+    for (size_t i = 0; i < n; i++) {
+        kc->slots[i].n = 0;
+        if (kc->pol[i] && pb_kvcache_reset(kc->pol[i]) != PB_OK) return -1;
+    }
+    kc->since_evict = 0;
+    return 0;
+}
+
+/* Copies the rows of `src` whose positions are in keep[0 .. nk-1]
+ * (ascending; every one present in src) to dst. */
+static void gather(pkm_slot *dst, const pkm_slot *src, const uint32_t *keep,
+                   size_t nk, uint32_t hd)
+{
+    size_t j = 0;
+    dst->n = 0;
+    for (uint32_t i = 0; i < src->n && j < nk; i++) {
+        if (src->pos[i] != keep[j]) continue;
+        memcpy(dst->k + (size_t)dst->n * hd, src->k + (size_t)i * hd,
+               hd * sizeof(float));
+        memcpy(dst->v + (size_t)dst->n * hd, src->v + (size_t)i * hd,
+               hd * sizeof(float));
+        dst->pos[dst->n++] = src->pos[i];
+        j++;
+    }
+}
+
+/* Removes the rows of the victims (ascending positions) in place. */
+static void compact(pkm_slot *s, const uint32_t *victims, size_t nv,
+                    uint32_t hd)
+{
+    size_t j = 0, w = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        if (j < nv && s->pos[i] == victims[j]) {
+            j++;
+            continue;
+        }
+        if (w != i) {
+            memmove(s->k + w * hd, s->k + (size_t)i * hd, hd * sizeof(float));
+            memmove(s->v + w * hd, s->v + (size_t)i * hd, hd * sizeof(float));
+            s->pos[w] = s->pos[i];
+        }
+        w++;
+    }
+    s->n = (uint32_t)w;
+}
+
+int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
+                      uint32_t n_rows, uint32_t len)
+{
+    const uint32_t hd = kc->head_dim, g = kc->group;
+    const size_t block = (size_t)n_rows * len;
+    for (uint32_t l = 0; l < kc->n_layers; l++) {
+        for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+            const size_t si = (size_t)l * kc->n_kv + kv;
+            pkm_slot *dst = &kc->slots[si];
+            const pkm_slot *src = &full[si];
+            if (src->n != len) return -1;
+            if (!kc->pol[si]) {
+                if (len > dst->cap) return -1;
+                for (uint32_t i = 0; i < len; i++) kc->idx[i] = i;
+                gather(dst, src, kc->idx, len, hd);
+                continue;
+            }
+            /* the group's query heads, [head][row][pos], reduced to one
+             * rows x len block */
+            const float *grp = rows + ((size_t)l * kc->n_kv * g + (size_t)kv * g) * block;
+            if (pb_kvcache_head_reduce(grp, g, block, block, PB_HEAD_REDUCE_MEAN,
+                                       kc->red) != PB_OK)
+                return -1;
+            size_t nk = 0;
+            const pb_status st = pb_kvcache_prefill(
+                kc->pol[si], kc->red, n_rows, len, UINT32_MAX, NULL, 0,
+                kc->idx, len, NULL, 0, &nk);
+            if (st != PB_OK || nk > dst->cap) return -1;
+            gather(dst, src, kc->idx, nk, hd);
+            if (dst->n != nk) return -1;
+        }
+    }
+    kc->since_evict = 0;
+    return 0;
+}
+
+int pkm_cache_after_step(pkm_cache *kc, const float *attn, size_t stride,
+                         uint32_t pos)
+{
+    const uint32_t g = kc->group, hd = kc->head_dim;
+    const size_t n_slots = (size_t)kc->n_layers * kc->n_kv;
+    if (!kc->pol[0]) return 0; /* full cache */
+    kc->since_evict++;
+    int evict_now = kc->since_evict >= kc->cadence;
+    for (size_t si = 0; si < n_slots; si++) {
+        const uint32_t l = (uint32_t)(si / kc->n_kv), kv = (uint32_t)(si % kc->n_kv);
+        pkm_slot *s = &kc->slots[si];
+        pb_kvcache *pol = kc->pol[si];
+        /* the step's attention over what was held before it (its own row,
+         * the last one, is not observed), reduced over the group */
+        const float *grp = attn + ((size_t)l * kc->n_kv * g + (size_t)kv * g) * stride;
+        const size_t held = s->n - 1;
+        const pb_status st =
+            held ? pb_kvcache_head_reduce(grp, g, stride, held,
+                                          PB_HEAD_REDUCE_MEAN, kc->red)
+                 : PB_OK;
+        if (st != PB_OK) return -1;
+        if (pb_kvcache_observe(pol, pos, held ? kc->red : NULL, held) != PB_OK)
+            return -1;
+        if (pb_kvcache_kept_count(pol) >= pb_kvcache_capacity(pol)) evict_now = 1;
+    }
+    if (!evict_now) return 0;
+    kc->since_evict = 0;
+    for (size_t si = 0; si < n_slots; si++) {
+        pkm_slot *s = &kc->slots[si];
+        pb_kvcache *pol = kc->pol[si];
+        size_t nv = 0;
+        if (pb_kvcache_kept_count(pol) <= pb_kvcache_effective_budget(pol))
+            continue;
+        if (pb_kvcache_evict(pol, UINT32_MAX, kc->idx, s->cap, &nv) != PB_OK)
+            return -1;
+        compact(s, kc->idx, nv, hd);
+        if (s->n != pb_kvcache_kept_count(pol)) return -1;
+    }
+    return 0;
+}

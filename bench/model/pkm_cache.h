@@ -1,0 +1,89 @@
+/*
+ * pkm_cache.h - the reference integration of libpyramidkv into a decoder:
+ * one policy instance and one K/V slot per (layer, KV head), slots sized
+ * from the instance's capacity, the shares of every layer taken from one
+ * schedule function, prefill compression from the observation-window rows
+ * (head group reduced with pb_kvcache_head_reduce), gathering K/V by the kept
+ * positions, then per decode step: observe, evict at a cadence, compact.
+ * docs/model.md walks through it; a runtime author can copy this file.
+ */
+#ifndef PKM_CACHE_H
+#define PKM_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <pyramidkv/pyramidkv.h>
+
+#include "pkm_model.h"
+
+/* A schedule: writes the share of each of num_layers layers for an average
+ * budget. Returns 0, or -1 if this library cannot compute it. `arg` is the
+ * method's schedule argument (for example the pyramid ratio). Every per-layer
+ * share the runtime uses comes from here. */
+typedef int (*pkm_schedule_fn)(uint32_t budget, uint32_t num_layers,
+                               uint32_t arg, uint32_t *shares);
+
+/* One row family of the evaluation: a schedule and an in-layer scorer. */
+typedef struct pkm_method {
+    const char *name;      /* row label */
+    pkm_schedule_fn schedule;
+    uint32_t schedule_arg;
+    uint32_t scorer;       /* a pb_scorer */
+    uint32_t sinks;        /* pb_kvcache_config.sinks */
+} pkm_method;
+
+/* The methods the evaluation runs (pkm_methods.c): the one place to add
+ * rows for new schedules and scorers. */
+extern const pkm_method pkm_methods[];
+extern const size_t pkm_method_count;
+
+typedef struct pkm_cache_params {
+    const pkm_method *method; /* NULL: full cache, no library */
+    uint32_t budget;          /* average positions per layer and KV head */
+    uint32_t recent_window;
+    uint32_t obs_window;
+    uint32_t pool_kernel;
+    uint32_t cadence;         /* evict every `cadence` decode steps */
+    uint32_t max_len;         /* longest sequence (prompt + decode) */
+} pkm_cache_params;
+
+typedef struct pkm_cache {
+    uint32_t n_layers, n_kv, group, head_dim;
+    uint32_t cadence, since_evict;
+    pb_kvcache **pol;   /* [layer * n_kv + kv]; NULL entries: full cache */
+    pkm_slot *slots;    /* [layer * n_kv + kv] */
+    uint32_t *shares;   /* effective share per layer (full: max_len) */
+    float *red;         /* reduced attention scratch, obs_window x max_len */
+    uint32_t *idx;      /* kept / victim positions scratch, max_len */
+    uint64_t positions; /* sum of effective shares over slots */
+    uint64_t capacity;  /* sum of slot capacities (peak rows held) */
+} pkm_cache;
+
+/* Creates the instances and slots. Returns 0, 1 if the library refuses the
+ * configuration (a scorer or schedule it does not have; err says why), or
+ * -1 on any other failure. */
+int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
+                   const pkm_cache_params *p, char *err, size_t errlen);
+void pkm_cache_free(pkm_cache *kc);
+
+/* Makes every instance fresh and every slot empty (no allocation). */
+int pkm_cache_reset(pkm_cache *kc);
+
+/* End of prompt: compresses each (layer, KV head) from the window rows and
+ * gathers the survivors' K/V from `full` (slots holding the whole prompt,
+ * positions 0 .. len-1). rows: [layer][query head][rows][len] softmax
+ * weights of the last `rows` prompt tokens, zero beyond each row's own
+ * position. A full cache copies everything. Returns 0 or -1. */
+int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
+                      uint32_t n_rows, uint32_t len);
+
+/* After pkm_model_step appended position pos to every slot: feeds the step's
+ * attention (attn[(layer * n_heads + h) * stride + i] over slot rows, the
+ * last row being pos itself) to each instance and, every `cadence` steps or
+ * when an instance is full, evicts down to the shares and compacts K/V.
+ * Returns 0 or -1 (a library error: a bug in the integration). */
+int pkm_cache_after_step(pkm_cache *kc, const float *attn, size_t stride,
+                         uint32_t pos);
+
+#endif /* PKM_CACHE_H */

@@ -1,0 +1,65 @@
+/*
+ * pkm_model.h - the small byte-level Llama-style decoder of bench/model in
+ * plain C: the weights file (docs/model.md), the per-(layer, KV head) K/V
+ * slots, and a single-token forward step that appends the token's K/V to the
+ * slots and reports its attention. Cache management with libpyramidkv lives
+ * in pkm_cache.h; this file knows nothing about eviction.
+ *
+ * Single-threaded; all buffers are allocated at load / slot creation.
+ */
+#ifndef PKM_MODEL_H
+#define PKM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pkm_config {
+    uint32_t vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
+    uint32_t max_ctx;
+    float rope_theta, norm_eps;
+    uint64_t train_step, train_tokens;
+} pkm_config;
+
+typedef struct pkm_layer {
+    const float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w1, *w3, *w2;
+} pkm_layer;
+
+typedef struct pkm_model {
+    pkm_config c;
+    float *blob; /* every weight, in file order */
+    const float *emb, *norm, *out;
+    pkm_layer *layers;
+    uint32_t rope_len;  /* positions the rope tables cover */
+    float *rope_cos;    /* [rope_len][head_dim/2] */
+    float *rope_sin;
+    /* scratch for one forward step */
+    float *x, *hx, *q, *k, *v, *o, *h1, *h3, *scores;
+} pkm_model;
+
+/* One KV head's cache in one layer: held positions in ascending order and
+ * their keys (already rotated) and values, row i for pos[i]. */
+typedef struct pkm_slot {
+    uint32_t cap, n;
+    uint32_t *pos;
+    float *k, *v; /* [cap][head_dim] */
+} pkm_slot;
+
+/* Loads a weights file; returns 0 or -1 with a message in err. */
+int pkm_model_load(pkm_model *m, const char *path, char *err, size_t errlen);
+void pkm_model_free(pkm_model *m);
+
+int pkm_slot_init(pkm_slot *s, uint32_t cap, uint32_t head_dim);
+void pkm_slot_free(pkm_slot *s);
+
+/* One forward step of token `tok` at position `pos` against the cache
+ * slots[layer * n_kv_heads + kv] (each must have room for one more row).
+ * The token's K/V is appended to every slot (so it attends to itself).
+ * If attn is not NULL, attn[(layer * n_heads + h) * attn_stride + i] gets
+ * query head h's softmax weight on slot row i (i < the slot's new n; the
+ * token itself is the last row). If logits is not NULL it gets the vocab
+ * logits. Returns 0, or -1 if a slot is full or pos is outside the rope
+ * tables. */
+int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
+                   float *attn, size_t attn_stride, float *logits);
+
+#endif /* PKM_MODEL_H */
