@@ -1,11 +1,12 @@
 /*
- * bench_compaction.c - issue 6, benchmark 2: one-shot compaction. An
- * instance created with an explicit capacity holds N positions (0 .. N-1;
- * the last 16 were admitted by decode steps with random attention over
- * everything held, so every held position has a full observation window),
- * then one evict(B) call drops all but B. Only that call is timed, for the
- * library and for the reference model (tests/reference_model.c, same flags,
- * same process). Cases: 32,768 -> 512 and 131,072 -> 2,048.
+ * bench_compaction.c - engine benchmark 2 (docs/benchmarks.md): one-shot
+ * compaction. An instance created with an explicit capacity holds N
+ * positions (0 .. N-1; the last 16 were admitted by decode steps with random
+ * attention over everything held, so every held position has a full
+ * observation window), then one evict(B) call drops all but B. Only that
+ * call is timed, for the library and for the reference model
+ * (tests/reference_model.c, same flags, same process). Cases: 32,768 -> 512
+ * and 131,072 -> 2,048.
  *
  * Both implementations must return the same victims in every run; any
  * difference is an error exit. The reference is slow (one linear scan per

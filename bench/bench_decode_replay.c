@@ -1,8 +1,8 @@
 /*
- * bench_decode_replay.c - issue 6, benchmark 1: decode steps per second of
- * the library and of the reference model (tests/reference_model.c, built
- * with the same flags, run in the same process) on a deterministic decode
- * trace, at budgets 256, 512 and 1024.
+ * bench_decode_replay.c - engine benchmark 1 (docs/benchmarks.md): decode
+ * steps per second of the library and of the reference model
+ * (tests/reference_model.c, built with the same flags, run in the same
+ * process) on a deterministic decode trace, at budgets 256, 512 and 1024.
  *
  * Harness: the instance starts holding {0}; for t = 1 .. steps the token at
  * t attends to the held positions (its weights, ascending by position), and

@@ -1,6 +1,7 @@
 /*
- * bench_memory.c - issue 6, benchmark 4: bytes per held position and per
- * instance at obs_window 4, 16 and 64 (budget 512, recent 32, kernel 7).
+ * bench_memory.c - engine benchmark 4 (docs/benchmarks.md): bytes per held
+ * position and per instance at obs_window 4, 16 and 64 (budget 512, recent
+ * 32, kernel 7).
  *
  * For each obs_window and a few capacities it reads the sizing query
  * (pb_kvcache_pyramidkv_size), creates the instance through a counting

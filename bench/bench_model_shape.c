@@ -1,11 +1,11 @@
 /*
- * bench_model_shape.c - issue 6, benchmark 3: the policy's cost per
- * generated token for a Llama-3-8B shape. 32 layers x 8 KV heads = 256
- * instances, average budget 2,048, pyramid ratio 4, recent 32, obs 16,
- * kernel 7; every instance starts at its layer's share (steady state). One
- * token is one decode step on all 256 instances, single thread. At cadence
- * C an instance evicts back to its share every C steps (capacity share + C;
- * cadence 1 uses the default capacity and evicts every step).
+ * bench_model_shape.c - engine benchmark 3 (docs/benchmarks.md): the
+ * policy's cost per generated token for a Llama-3-8B shape. 32 layers x 8 KV
+ * heads = 256 instances, average budget 2,048, pyramid ratio 4, recent 32,
+ * obs 16, kernel 7; every instance starts at its layer's share (steady
+ * state). One token is one decode step on all 256 instances, single thread.
+ * At cadence C an instance evicts back to its share every C steps (capacity
+ * share + C; cadence 1 uses the default capacity and evicts every step).
  *
  * The floor is the cost of touching the same attention bytes once: a memcpy
  * of each instance's weights for the token into a per-instance buffer, with

@@ -1,8 +1,9 @@
 /*
- * bench_prefill.c - issue 3's benchmark: prefill compression of a whole
- * model. A 32,768-token prompt, 32 layers x 8 KV heads (256 instances), the
- * last W = 32 prompt tokens as the observation rows, kernel 7, pyramid
- * ratio 4, average share 2,048, reference scope (the paper's selection).
+ * bench_prefill.c - the prefill benchmark (docs/benchmarks.md): prefill
+ * compression of a whole model. A 32,768-token prompt, 32 layers x 8 KV
+ * heads (256 instances), the last W = 32 prompt tokens as the observation
+ * rows, kernel 7, pyramid ratio 4, average share 2,048, reference scope (the
+ * paper's selection).
  *
  * Per repetition, in this order and in one process run:
  *   - the floor: one plain pass summing the same rows (for every instance,

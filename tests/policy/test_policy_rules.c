@@ -1,7 +1,7 @@
 /*
  * test_policy_rules.c - one cmocka test per rule of the per-layer policy
- * (issue 2, "The per-layer policy (exact semantics)"), the issue's worked
- * facts, the error contract of every native function (status, and the
+ * (docs/spec.md, sections 4 to 6), the worked example of docs/spec.md
+ * section 11.1, the error contract of every native function (status, and the
  * instance unchanged), memory accounting against a counting allocator, and
  * both policybook vtables.
  *
@@ -94,7 +94,7 @@ static void same_as(const pb_kvcache *k, const snapshot *before) {
     assert_memory_equal(now.score, before->score, sizeof now.score);
 }
 
-/* The issue's worked steps: obs_window 8, pool 1, recent 1. */
+/* The worked steps (docs/spec.md 11.1): obs_window 8, pool 1, recent 1. */
 static void feed_worked_steps(pb_kvcache *k) {
     static const float s1[] = {1.0f};
     static const float s2[] = {.5f, .5f};
@@ -111,7 +111,7 @@ static void feed_worked_steps(pb_kvcache *k) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* The issue's worked facts                                                 */
+/* The worked example (docs/spec.md 11.1)                                   */
 
 static void worked_window_scores(void **state) {
     (void)state;

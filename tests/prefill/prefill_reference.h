@@ -1,7 +1,7 @@
 /*
  * prefill_reference.h - the paper's prefill selection (KVCache-Factory
  * pyramidkv_utils.py, SnapKV's update_kv) transcribed with plain loops from
- * the text of issue 3, as the oracle of the reference-scope differential
+ * the rules of docs/spec.md section 7.3, as the oracle of the reference-scope differential
  * test and of the benchmark. It shares no code with src/.
  *
  * It also holds the small helpers the prefill tests share: a seeded random

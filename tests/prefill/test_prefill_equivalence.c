@@ -280,7 +280,7 @@ static void prefill_equals_decode_feed(void **state) {
     free(attn);
 }
 
-/* The worked decode example of issue 2 as a prefill: len = 7, rows = 7, so
+/* The worked decode example (docs/spec.md 11.1) as a prefill: len = 7, rows = 7, so
  * row 0 belongs to position 0 (it observes nothing and is ignored) and rows
  * 1 .. 6 are the six steps, causal part zero. With
  * obs_window 8, pool 1, recent 1, budget 6, one layer: window scores of

@@ -1,6 +1,6 @@
 /*
  * test_workload_harness.c - the multi-layer harness against the policybook
- * registry's published figures (issue 4, section 1): decode-4096, one
+ * registry's published figures (docs/traces.md, decode-4096): decode-4096, one
  * layer, default parameters, budgets 256/512/1024, through the library's
  * pb_kvcache_pyramidkv and pb_kvcache_snapkv vtables and through the
  * reference model; layer 0 of `flat` at ratio 1 gives the same figures;

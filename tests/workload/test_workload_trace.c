@@ -1,7 +1,7 @@
 /*
  * test_workload_trace.c - the workload library's generators and measures:
  * the xoshiro128** seeding and outputs for seed 7, the decode-4096 hash and
- * first weights (issue 4, section 1), the layered shapes (layer 0 of every
+ * first weights (docs/traces.md, decode-4096), the layered shapes (layer 0 of every
  * profile is decode-4096; the anchors of the deepest layer), the seeds of
  * the layers, the top-k tie rule, round6 and entropy.
  */
