@@ -1,13 +1,17 @@
 /*
- * policy.c - the per-layer PyramidKV/SnapKV policy: reading a versioned
- * config (docs/abi.md), validation, the instance layout and its exact size,
- * and the native functions of pyramidkv.h (create, size, destroy, observe,
- * evict, reset and the introspection).
+ * policy.c - the per-layer policy instance: create, destroy, observe,
+ * evict, reset and the introspection of pyramidkv.h, for every scorer.
  *
- * It owns the rules of the policy (what is held, what is evictable, how many
- * go) and drives the ring, pooling, selection and filter modules for the
- * arithmetic. The policybook vtables are a thin door in policy_vtable.c.
+ * It owns the rules of the policy (what is held, what is protected - the
+ * newest recent_window, the sinks, the last scorer's unobserved positions -
+ * and how many go) and drives the ring, pooling, selection and filter
+ * modules for the window scorer's arithmetic, or score_sources.c for the
+ * other scorers. Reading, validating and sizing a configuration is
+ * policy_config.c; the policybook vtables are a thin door in
+ * policy_vtable.c.
  *
+ * The rest of this comment is about the window scorer (without sinks;
+ * with sinks every evict takes the full path, which starts past them).
  * An evict takes one of three paths with identical results:
  *   - the full path: every window score, pooled, a radix selection, one
  *     compaction of the ring; O(held * obs_window);
@@ -42,205 +46,6 @@
 #include "policy_internal.h"
 
 /* ------------------------------------------------------------------------ */
-/* Configuration                                                            */
-
-pb_status pb__config_read(const pb_kvcache_config *user,
-                          pb_kvcache_config *out) {
-    const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
-    *out = defaults;
-    if (user == NULL) return PB_OK;
-    const size_t size = (size_t)user->struct_size;
-    if (size < PB__CONFIG_MIN_SIZE) return PB_ERR_PARAM;
-    /* A newer caller's fields this library does not know must be unset:
-     * a zero is their default by the rule of docs/abi.md. */
-    const unsigned char *bytes = (const unsigned char *)user;
-    for (size_t i = sizeof *out; i < size; ++i)
-        if (bytes[i] != 0u) return PB_ERR_PARAM;
-    memcpy(out, user, size < sizeof *out ? size : sizeof *out);
-    out->struct_size = (uint32_t)sizeof *out;
-    return PB_OK;
-}
-
-void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
-                            const pb_kvcache_options *options,
-                            pb_kvcache_config *out) {
-    const pb_kvcache_pyramidkv_params default_params =
-        PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-    const pb_kvcache_options default_options = PB_KVCACHE_OPTIONS_DEFAULT;
-    const pb_kvcache_pyramidkv_params p = params ? *params : default_params;
-    const pb_kvcache_options o = options ? *options : default_options;
-    const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
-    *out = defaults;
-    out->budget = p.budget;
-    out->layer = p.layer;
-    out->num_layers = p.num_layers;
-    out->pyramid_ratio = p.pyramid_ratio;
-    out->recent_window = p.recent_window;
-    out->obs_window = p.obs_window;
-    out->pool_kernel = p.pool_kernel;
-    out->pool = o.pool;
-    out->capacity = o.capacity;
-    out->prefill_scope = o.prefill_scope;
-    out->prefill_max_len = o.prefill_max_len;
-}
-
-pb_status pb__config_resolve(const pb_kvcache_config *c, pb__config *out) {
-    if (c->budget == 0u || c->budget == UINT32_MAX) return PB_ERR_PARAM;
-    if (c->num_layers == 0u || c->layer >= c->num_layers) return PB_ERR_PARAM;
-    if (c->pyramid_ratio == 0u) return PB_ERR_PARAM;
-    if (c->recent_window >= c->budget) return PB_ERR_PARAM;
-    if (c->obs_window == 0u) return PB_ERR_PARAM;
-    if (c->pool_kernel == 0u || c->pool_kernel % 2u == 0u) return PB_ERR_PARAM;
-    if (c->pool > (uint32_t)PB_POOL_AVG) return PB_ERR_PARAM;
-    if (c->scorer != (uint32_t)PB_SCORER_WINDOW) return PB_ERR_PARAM;
-    if (c->sinks != 0u) return PB_ERR_PARAM;
-    if (c->prefill_scope > (uint32_t)PB_PREFILL_REFERENCE) return PB_ERR_PARAM;
-    if (c->capacity != 0u &&
-        (uint64_t)c->capacity < (uint64_t)c->recent_window + 2u)
-        return PB_ERR_PARAM;
-
-    const uint32_t share =
-        c->share != 0u ? c->share
-                       : pb_kvcache_pyramid_budget(c->budget, c->layer,
-                                                   c->num_layers,
-                                                   c->pyramid_ratio);
-    /* recent_window < budget < UINT32_MAX, so recent_window + 1 fits. */
-    const uint32_t effective =
-        share > c->recent_window ? share : c->recent_window + 1u;
-    uint64_t capacity = c->capacity;
-    if (capacity == 0u)
-        capacity = (uint64_t)(effective > c->budget ? effective : c->budget) + 1u;
-
-    pb_kvcache_pyramidkv_params p;
-    p.budget = c->budget;
-    p.layer = c->layer;
-    p.num_layers = c->num_layers;
-    p.pyramid_ratio = c->pyramid_ratio;
-    p.recent_window = c->recent_window;
-    p.obs_window = c->obs_window;
-    p.pool_kernel = c->pool_kernel;
-    out->params = p;
-    out->share = c->share;
-    out->scorer = c->scorer;
-    out->sinks = c->sinks;
-    out->pool = c->pool;
-    out->prefill_scope = c->prefill_scope;
-    out->prefill_max_len = c->prefill_max_len;
-    out->effective = effective;
-    out->capacity = capacity;
-    return PB_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Layout                                                                   */
-
-/* *a = a * b, or 0 if that overflows size_t. */
-static int mul_ok(size_t *a, size_t b) {
-    if (b != 0u && *a > SIZE_MAX / b) return 0;
-    *a *= b;
-    return 1;
-}
-
-pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
-                                 size_t len, pb__prefill_scratch *out) {
-    /* pb__pool_work_bytes is exact for len < SIZE_MAX / 16; the three parts
-     * then add up without overflow. */
-    if ((uint64_t)len > (uint64_t)UINT32_MAX || len > SIZE_MAX / 32u)
-        return PB_ERR_TOO_LARGE;
-    const size_t pool = pb__pool_work_bytes(pool_kernel, len);
-    out->score_bytes = len * sizeof(double);
-    out->pool_bytes = work_bytes >= pool ? 0u : pool;
-    out->cand_bytes = (len / 4u) * sizeof(double);
-    out->total = out->score_bytes + out->pool_bytes + out->cand_bytes;
-    return PB_OK;
-}
-
-/* Appends a region of `bytes` at *cursor, rounded up to whole lines. */
-static int region(size_t *cursor, size_t bytes, size_t *offset) {
-    if (bytes > SIZE_MAX - (PB__ALIGN - 1u)) return 0;
-    const size_t rounded = (bytes + PB__ALIGN - 1u) & ~(PB__ALIGN - 1u);
-    if (rounded > SIZE_MAX - *cursor) return 0;
-    *offset = *cursor;
-    *cursor += rounded;
-    return 1;
-}
-
-/* Dead columns tolerated before a cheap evict compacts: 1/32 of the
- * capacity (2.4 bytes per position at obs_window 16), so the compaction,
- * which moves every ring row, pos[] and the sums, is paid once per that
- * many victims. */
-static size_t max_holes_of(size_t capacity) {
-    return capacity / 32u > 8u ? capacity / 32u : 8u;
-}
-
-pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
-    if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
-    const size_t capacity = (size_t)cfg->capacity;
-    const size_t max_holes = max_holes_of(capacity);
-    /* pos[] and the sums hold at most max_holes dead columns; a ring row of
-     * the lazy state's old layout up to PB__FILTER_MAX_NEEDED more. */
-    const size_t columns = capacity + max_holes;
-    const size_t ring_columns = columns + PB__FILTER_MAX_NEEDED;
-    const size_t obs = (size_t)cfg->params.obs_window;
-    const size_t floats_per_line = PB__ALIGN / sizeof(float);
-
-    size_t row_stride = (ring_columns + floats_per_line - 1u) &
-                        ~(floats_per_line - 1u); /* rows start on lines */
-    size_t pos_bytes = columns, ring_bytes = row_stride;
-    size_t score_bytes = columns, alive_bytes = (ring_columns + 63u) / 64u;
-    size_t hole_bytes = max_holes;
-    size_t lazy_bytes = max_holes + PB__FILTER_MAX_NEEDED;
-    size_t hist_bytes = PB__HIST_BINS, prefill_bytes = 0;
-    size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
-    size_t heap_bytes = PB__FILTER_MAX_NEEDED;
-    const size_t work_bytes =
-        pb__pool_work_bytes(cfg->params.pool_kernel, capacity);
-    pb__prefill_scratch prefill;
-    if (pb__prefill_scratch_of(cfg->params.pool_kernel, work_bytes,
-                               (size_t)cfg->prefill_max_len,
-                               &prefill) != PB_OK)
-        return PB_ERR_TOO_LARGE;
-    prefill_bytes = prefill.total;
-    if (!mul_ok(&pos_bytes, sizeof(uint32_t)) || !mul_ok(&ring_bytes, obs) ||
-        !mul_ok(&ring_bytes, sizeof(float)) ||
-        !mul_ok(&score_bytes, sizeof(double)) ||
-        !mul_ok(&alive_bytes, sizeof(uint64_t)) ||
-        !mul_ok(&hole_bytes, sizeof(size_t)) ||
-        !mul_ok(&lazy_bytes, sizeof(size_t)) ||
-        !mul_ok(&hist_bytes, sizeof(size_t)) ||
-        !mul_ok(&cand_bytes, sizeof(struct pb__candidate)) ||
-        !mul_ok(&heap_bytes, sizeof(double)))
-        return PB_ERR_TOO_LARGE;
-
-    size_t cursor = 0, off_struct = 0;
-    if (!region(&cursor, sizeof(struct pb_kvcache), &off_struct) ||
-        !region(&cursor, pos_bytes, &out->off_pos) ||
-        !region(&cursor, ring_bytes, &out->off_ring) ||
-        !region(&cursor, score_bytes, &out->off_scores) ||
-        !region(&cursor, alive_bytes, &out->off_alive) ||
-        !region(&cursor, hole_bytes, &out->off_holes) ||
-        !region(&cursor, lazy_bytes, &out->off_lazy) ||
-        !region(&cursor, work_bytes, &out->off_work) ||
-        !region(&cursor, hist_bytes, &out->off_hist) ||
-        !region(&cursor, cand_bytes, &out->off_cands) ||
-        !region(&cursor, heap_bytes, &out->off_heap) ||
-        !region(&cursor, prefill_bytes, &out->off_prefill) ||
-        cursor > SIZE_MAX - (PB__ALIGN - 1u))
-        return PB_ERR_TOO_LARGE;
-    assert(off_struct == 0u);
-    (void)off_struct;
-    out->row_stride = row_stride;
-    out->max_holes = max_holes;
-    out->work_bytes = work_bytes;
-    out->prefill_bytes = prefill_bytes;
-    out->span = cursor;
-    /* The allocator's alignment is unknown: ask for enough to start on a
-     * line wherever the block lands. */
-    out->total = cursor + (PB__ALIGN - 1u);
-    return PB_OK;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Create, size, destroy, reset                                             */
 
 static void *default_alloc(void *ctx, size_t n) {
@@ -252,30 +57,6 @@ static void default_free(void *ctx, void *p, size_t n) {
     (void)ctx;
     (void)n;
     free(p);
-}
-
-pb_status pb_kvcache_size(const pb_kvcache_config *config, size_t *bytes) {
-    if (bytes == NULL) return PB_ERR_NULL;
-    pb_kvcache_config c;
-    pb_status st = pb__config_read(config, &c);
-    if (st != PB_OK) return st;
-    pb__config cfg;
-    st = pb__config_resolve(&c, &cfg);
-    if (st != PB_OK) return st;
-    pb__layout layout;
-    st = pb__layout_of(&cfg, &layout);
-    if (st != PB_OK) return st;
-    *bytes = layout.total;
-    return PB_OK;
-}
-
-pb_status pb_kvcache_pyramidkv_size(const pb_kvcache_pyramidkv_params *params,
-                                    const pb_kvcache_options *options,
-                                    size_t *bytes) {
-    if (bytes == NULL) return PB_ERR_NULL;
-    pb_kvcache_config c;
-    pb__config_from_params(params, options, &c);
-    return pb_kvcache_size(&c, bytes);
 }
 
 static void reset_state(pb_kvcache *p) {
@@ -325,6 +106,21 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->capacity = (size_t)cfg.capacity;
+    p->allocator = a;
+    p->block = block;
+    p->block_bytes = layout.total;
+    p->k = pb__kernels_best();
+    if (cfg.scorer != (uint32_t)PB_SCORER_WINDOW) {
+        /* A score source: positions and one score each (score_sources.c). */
+        const int scored = pb__source_score_bytes(cfg.scorer) != 0u;
+        p->pos = (uint32_t *)(void *)(base + layout.off_pos);
+        p->source = scored ? (void *)(base + layout.off_scores) : NULL;
+        p->hist = scored ? (size_t *)(void *)(base + layout.off_hist) : NULL;
+        p->columns = p->capacity;
+        pb__source_reset(p);
+        *out = p;
+        return PB_OK;
+    }
     p->obs_window = cfg.params.obs_window;
     p->half_kernel = (size_t)(cfg.params.pool_kernel - 1u) / 2u;
     p->row_stride = layout.row_stride;
@@ -345,15 +141,18 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
     p->prefill_scratch =
         layout.prefill_bytes ? (void *)(base + layout.off_prefill) : NULL;
     p->prefill_scratch_bytes = layout.prefill_bytes;
-    p->allocator = a;
-    p->block = block;
-    p->block_bytes = layout.total;
     /* Whole groups of columns are summed even where a run ends early
      * (simd_kernels.c): give every cell a defined value once. */
     memset(p->ring, 0, layout.row_stride * (size_t)p->obs_window *
                            sizeof *p->ring);
-    p->k = pb__kernels_best();
     pb__filter_configure(p);
+    if (cfg.sinks != 0u) {
+        /* The filtered and streaming evicts choose among ranks from 0 on;
+         * with sinks every evict takes the full path, which starts past
+         * them. */
+        p->stream_ok = 0;
+        p->filter_ok = 0;
+    }
     reset_state(p);
     p->zero_upto = p->row_stride; /* the whole ring was zeroed above */
     *out = p;
@@ -378,7 +177,10 @@ void pb_kvcache_destroy(pb_kvcache *policy) {
 
 pb_status pb_kvcache_reset(pb_kvcache *policy) {
     if (policy == NULL) return PB_ERR_NULL;
-    reset_state(policy);
+    if (policy->cfg.scorer != (uint32_t)PB_SCORER_WINDOW)
+        pb__source_reset(policy);
+    else
+        reset_state(policy);
     return PB_OK;
 }
 
@@ -440,6 +242,11 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
     }
     if (p->kept >= p->capacity) return PB_ERR_FULL;
 
+    if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW) {
+        pb__source_observe(p, pos, attn, attn_len);
+        p->fresh = 0;
+        return PB_OK;
+    }
     if (attn != NULL) {
         if (p->n_lazy > 0u) {
             rewrite_row_densely(p, attn);
@@ -477,6 +284,24 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
 
 /* ------------------------------------------------------------------------ */
 /* Evict                                                                    */
+
+/* How many held positions are sinks: those below cfg.sinks, the oldest
+ * ranks (never evicted, so always a prefix). Instances with sinks have no
+ * holes, so pos[] is dense. */
+static size_t sinks_held(const pb_kvcache *p) {
+    const uint32_t sinks = p->cfg.sinks;
+    if (sinks == 0u) return 0u;
+    assert(p->n_holes == 0u);
+    size_t lo = 0, hi = p->kept; /* first rank whose position >= sinks */
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (p->pos[mid] < sinks)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* The longest evict cadence (observed steps between evicts that choose
  * victims) for which the sums are kept current. */
@@ -586,10 +411,11 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
     p->last_path = filtered ? PB__PATH_FILTERED : PB__PATH_STREAMED;
 }
 
-/* The full path: every window score, pooled, selected; the victims'
- * positions to victims[], one compaction of the ring and pos[]. */
-static void evict_full(pb_kvcache *p, size_t evictable, size_t needed,
-                       uint32_t *victims) {
+/* The full path: every window score, pooled, selected among the evictable
+ * ranks first .. end-1; the victims' positions to victims[], one
+ * compaction of the ring and pos[]. */
+static void evict_full(pb_kvcache *p, size_t first, size_t end,
+                       size_t needed, uint32_t *victims) {
     const size_t n = p->kept;
     double *x = p->scores; /* scratch by rank: the sums are dropped */
     pb__ring_window_scores(p->k, p->ring, p->row_stride, p->obs_window, n,
@@ -602,7 +428,7 @@ static void evict_full(pb_kvcache *p, size_t evictable, size_t needed,
 
     /* The `needed` lowest pooled scores among the evictable ranks. */
     pb__cut cut;
-    pb__select_lowest(x, evictable, needed, p->hist, &cut);
+    pb__select_lowest(x + first, end - first, needed, p->hist, &cut);
 
     /* One pass: report victims in rank (= position) order and mark the
      * surviving columns (holes stay unmarked). */
@@ -615,7 +441,8 @@ static void evict_full(pb_kvcache *p, size_t evictable, size_t needed,
     while (pb__run_next(&it, p->holes, p->n_holes, n, &run)) {
         for (size_t j = 0; j < run.len; ++j) {
             const size_t i = run.rank + j, col = run.col + j;
-            if (i < evictable && pb__cut_takes(&cut, pb__key_bits(x[i])))
+            if (i >= first && i < end &&
+                pb__cut_takes(&cut, pb__key_bits(x[i])))
                 victims[nv++] = p->pos[col];
             else
                 p->alive[col / 64u] |= UINT64_C(1) << (col % 64u);
@@ -661,11 +488,17 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
         *n_victims = 0u;
         return PB_OK;
     }
+    /* Protected: the newest min(recent_window, held) positions (for the
+     * last scorer also every position not observed yet, all of them among
+     * the newest) and the sinks, all of them among the oldest. */
     const size_t recent_window = (size_t)p->cfg.params.recent_window;
-    const size_t recent = recent_window < p->kept ? recent_window : p->kept;
-    const size_t evictable = p->kept - recent;
+    size_t recent = recent_window < p->kept ? recent_window : p->kept;
+    if (p->unobserved > recent) recent = p->unobserved;
+    const size_t end = p->kept - recent;
+    const size_t sinks = sinks_held(p);
+    const size_t first = sinks < end ? sinks : end;
     size_t needed = p->kept - target;
-    if (needed > evictable) needed = evictable;
+    if (needed > end - first) needed = end - first;
     if (needed > victims_cap) {
         *n_victims = needed;
         return PB_ERR_BUFFER;
@@ -674,12 +507,19 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
         *n_victims = 0u;
         return PB_OK;
     }
+    if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW) {
+        pb__source_evict(p, first, end, needed, victims);
+        *n_victims = needed;
+        return PB_OK;
+    }
 
     finish_lazy(p); /* one layout for every row before any score */
     const uint32_t gap = p->gap;
     const int short_gap = gap <= PB__FILTER_MAX_GAP;
     p->gap = 0u;
     if (needed <= PB__FILTER_MAX_NEEDED && p->stream_ok) {
+        assert(first == 0u); /* no sinks on these paths */
+        const size_t evictable = end;
         size_t ranks[PB__FILTER_MAX_NEEDED];
         int filtered = 0;
         if (p->sums_valid) {
@@ -705,7 +545,7 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
         *n_victims = needed;
         return PB_OK;
     }
-    evict_full(p, evictable, needed, victims);
+    evict_full(p, first, end, needed, victims);
     /* The full path used the per-column array as scratch. */
     p->sums_valid = 0;
     p->prefix_valid = 0;
@@ -770,6 +610,7 @@ pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,
                                   double *score) {
     if (policy == NULL || score == NULL) return PB_ERR_NULL;
     const pb_kvcache *p = policy;
+    if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW) return PB_ERR_PARAM;
     const size_t col = column_of_pos(p, pos);
     if (col == SIZE_MAX) return PB_ERR_NOT_HELD;
     if (p->n_lazy == 0u) {
@@ -787,6 +628,21 @@ pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,
     }
     *score = sum;
     return PB_OK;
+}
+
+pb_status pb_kvcache_score(const pb_kvcache *policy, uint32_t pos,
+                           double *score) {
+    if (policy == NULL || score == NULL) return PB_ERR_NULL;
+    if (policy->cfg.scorer == (uint32_t)PB_SCORER_WINDOW)
+        return pb_kvcache_window_score(policy, pos, score);
+    const size_t rank = column_of_pos(policy, pos); /* no holes: a rank */
+    if (rank == SIZE_MAX) return PB_ERR_NOT_HELD;
+    *score = pb__source_score(policy, rank);
+    return PB_OK;
+}
+
+size_t pb_kvcache_sink_count(const pb_kvcache *policy) {
+    return policy ? sinks_held(policy) : 0u;
 }
 
 size_t pb_kvcache_memory_bytes(const pb_kvcache *policy) {

@@ -12,7 +12,10 @@
  *   - evicts of a few victims: the quantised window sums and the filtered
  *     selection they allow, the streaming selection and the prefix folds
  *     that halve it (score_filter.c),
- *   - the hot loops in one variant per instruction set (simd_kernels.c).
+ *   - the hot loops in one variant per instruction set (simd_kernels.c),
+ *   - the score sources of the other scorers (cumulative, last, votes,
+ *     none) with their evicts (score_sources.c),
+ *   - reading, validating and sizing a configuration (policy_config.c).
  * It does not own the budget arithmetic (pyramid_budget.c) or any public
  * declaration (pyramidkv.h).
  *
@@ -232,6 +235,12 @@ struct pb_kvcache {
     void *work;           /* pooling scratch, work_bytes */
     size_t work_bytes;
     size_t *hist;         /* [PB__HIST_BINS] selection histogram */
+    void *source;         /* a scorer other than the window: one score per
+                             rank (double for cumulative, the float bits of
+                             the record for last, uint32 votes), NULL for
+                             none; the window scorer leaves it NULL */
+    size_t unobserved;    /* last scorer: the newest positions no step has
+                             observed yet (never victims) */
     void *prefill_scratch;       /* reserved for the prefill door */
     size_t prefill_scratch_bytes;
 
@@ -282,6 +291,17 @@ typedef struct pb__prefill_scratch {
  * size_t. Pure. */
 pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
                                  size_t len, pb__prefill_scratch *out);
+
+/* The bytes per held position of a scorer's own score (its source array);
+ * 0 for the window scorer, whose scores live in the ring. */
+static inline size_t pb__source_score_bytes(uint32_t scorer) {
+    switch (scorer) {
+    case PB_SCORER_CUMULATIVE: return sizeof(double);
+    case PB_SCORER_LAST: return sizeof(uint32_t);
+    case PB_SCORER_VOTES: return sizeof(uint32_t);
+    default: return 0u;
+    }
+}
 
 /* The sizes and offsets (from the aligned start) of an instance's block. */
 typedef struct pb__layout {
@@ -406,6 +426,33 @@ void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
                        size_t *ranks);
 
 /* ------------------------------------------------------------------------ */
+/* Score sources of the other scorers (score_sources.c)                     */
+
+/* An instance whose scorer is not the window keeps pos[] dense (no holes,
+ * no lazy state, column == rank) and one score per rank in p->source.
+ * These functions take validated arguments, as the doors of policy.c
+ * pass them. */
+
+/* Back to the state after create: position 0 held, score 0 (last: not
+ * observed). */
+void pb__source_reset(pb_kvcache *p);
+
+/* One decode step: attn (NULL: nothing observed) updates the held ranks'
+ * scores by the scorer's rule, then pos is admitted with score 0. */
+void pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
+                        size_t attn_len);
+
+/* Drops the `needed` ranks with the lowest scores among first .. end-1
+ * (none: the oldest; ties to the lower rank), writing their positions
+ * ascending to victims[] and closing the gaps. */
+void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
+                      uint32_t *victims);
+
+/* The scorer's value for rank i (last: -1.0 while not observed; none:
+ * 0.0). */
+double pb__source_score(const pb_kvcache *p, size_t rank);
+
+/* ------------------------------------------------------------------------ */
 /* Pooling (pooling.c)                                                      */
 
 /* Scratch bytes pb__pool_max and pb__pool_avg need for arrays of up to
@@ -456,6 +503,11 @@ typedef struct pb__cut {
  * O(n) per pass, at most 8 passes; hist has PB__HIST_BINS entries. */
 void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
                        pb__cut *out);
+
+/* pb__select_lowest for 32-bit keys ordered as unsigned integers (vote
+ * counts, or the bits of non-negative floats other than -0.0). */
+void pb__select_lowest_u32(const uint32_t *keys, size_t n, size_t k,
+                           size_t *hist, pb__cut *out);
 
 /* The bit pattern of a double. */
 uint64_t pb__key_bits(double v);

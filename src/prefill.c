@@ -354,6 +354,9 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     if (policy == NULL || attn == NULL || n_kept == NULL) return PB_ERR_NULL;
     pb_kvcache *p = policy;
     if (len == 0u || rows == 0u || rows > len) return PB_ERR_PARAM;
+    /* Prompt scoring is the window scorer's, and it knows no sinks. */
+    if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW || p->cfg.sinks != 0u)
+        return PB_ERR_PARAM;
     if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE &&
         rows != (size_t)p->cfg.params.recent_window)
         return PB_ERR_PARAM;

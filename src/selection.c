@@ -3,7 +3,8 @@
  * in O(n) per pass and without moving or sorting anything.
  *
  * Owns the radix select on the bit patterns of non-negative doubles (which
- * order exactly like the values), and nothing else: callers apply the
+ * order exactly like the values) and its twin on 32-bit keys (vote counts,
+ * float bits), and nothing else: callers apply the
  * resulting cut in index order with pb__cut_takes, which is what makes ties
  * go to the lower index.
  *
@@ -94,6 +95,62 @@ void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
             return;
         }
         if (top == 0u) { /* only equal keys are left: first come first */
+            out->below = prefix;
+            out->take_equal = rank;
+            return;
+        }
+    }
+}
+
+/* The same search over 32-bit keys: at most 4 passes. */
+void pb__select_lowest_u32(const uint32_t *keys, size_t n, size_t k,
+                           size_t *hist, pb__cut *out) {
+    assert(k <= n);
+    if (k == 0u) {
+        out->below = 0u;
+        out->take_equal = 0u;
+        return;
+    }
+    if (k == n) { /* every key is below 2^32 */
+        out->below = UINT64_C(1) << 32;
+        out->take_equal = 0u;
+        return;
+    }
+    uint32_t lo = UINT32_MAX, hi = 0u;
+    for (size_t i = 0; i < n; ++i) {
+        lo = keys[i] < lo ? keys[i] : lo;
+        hi = keys[i] > hi ? keys[i] : hi;
+    }
+    if (lo == hi) {
+        out->below = lo;
+        out->take_equal = k;
+        return;
+    }
+    unsigned top = bit_length((uint64_t)(lo ^ hi));
+    uint64_t prefix = (uint64_t)lo >> top;
+    size_t rank = k;
+    for (;;) {
+        const unsigned shift = top > 8u ? top - 8u : 0u;
+        const unsigned width = top - shift;
+        const size_t bins = (size_t)1 << width;
+        const uint64_t mask = (uint64_t)bins - 1u;
+        memset(hist, 0, bins * sizeof *hist);
+        for (size_t i = 0; i < n; ++i) {
+            const uint64_t b = keys[i];
+            if (b >> top == prefix) hist[(b >> shift) & mask] += 1u;
+        }
+        size_t d = 0, before = 0;
+        while (before + hist[d] < rank) before += hist[d++];
+        assert(d < bins);
+        rank -= before;
+        prefix = (prefix << width) | (uint64_t)d;
+        top = shift;
+        if (hist[d] == rank) {
+            out->below = (prefix + 1u) << shift;
+            out->take_equal = 0u;
+            return;
+        }
+        if (top == 0u) {
             out->below = prefix;
             out->take_equal = rank;
             return;

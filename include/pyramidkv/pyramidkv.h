@@ -236,7 +236,12 @@ PB_API extern const pb_kvcache_vtable pb_kvcache_snapkv;
  * failure; on_decode_step with bad input (NULL policy, wrong length, bad
  * weight, full) does nothing; evict that would need more victims than
  * `capacity` writes nothing and returns 0; victims come out in ascending
- * position order. docs/spec.md gives each one's exact rules. */
+ * position order. Unlike pb_kvcache_pyramidkv and pb_kvcache_snapkv they
+ * hold budget + 1 positions and evict down to the budget each evict is
+ * given, whatever the params' budget (their instances report an effective
+ * share of UINT32_MAX). pb_kvcache_score and pb_kvcache_sink_count read
+ * their scores and sinks. docs/spec.md §13.6 gives each
+ * one's exact rules. */
 
 /* H2O (heavy hitters): the attention a position received since it was
  * admitted, summed in double. */
@@ -351,8 +356,13 @@ PB_API pb_status pb_kvcache_pyramidkv_size(
 /* ------------------------------------------------------------------------ */
 /* Versioned configuration (the create of every scorer and share)           */
 
-/* The score a layer's instance ranks its positions by (see docs/spec.md,
- * "Scorers"). */
+/* The score a layer's instance ranks its positions by (docs/spec.md §13).
+ * Any scorer takes any share (the pyramid formula or
+ * an explicit one), recent_window and sinks. obs_window, pool_kernel and
+ * pool shape the window scorer only: the others validate them and ignore
+ * them. An instance allocates only what its scorer keeps per position:
+ * beside the 4-byte position, 8 bytes (cumulative), 4 (last, votes) or
+ * nothing (none). */
 typedef enum pb_scorer {
     PB_SCORER_WINDOW = 0,     /* SnapKV/PyramidKV: attention summed over the
                                  last obs_window observed steps, pooled */
@@ -389,9 +399,17 @@ typedef struct pb_kvcache_config {
     uint32_t pool_kernel;     /* [7] pooling width across kept neighbours,
                                  odd, >= 1 (1: no pooling) */
     uint32_t pool;            /* [PB_POOL_MAX] a pb_pool */
-    uint32_t scorer;          /* [PB_SCORER_WINDOW] a pb_scorer */
-    uint32_t sinks;           /* [0] earliest held positions never evicted
-                                 (attention sinks), see docs/spec.md */
+    uint32_t scorer;          /* [PB_SCORER_WINDOW] a pb_scorer; other
+                                 than the window, prefill_max_len must
+                                 be 0 */
+    uint32_t sinks;           /* [0] attention sinks: every held position
+                                 below `sinks` is never evicted, whatever
+                                 the scorer (positions, not a count: a
+                                 sequence whose positions skip 1 .. 3 has
+                                 only position 0 as a sink with sinks 4);
+                                 0 .. capacity - recent_window - 1, so a
+                                 full instance can always evict. With
+                                 sinks, prefill_max_len must be 0 */
     uint32_t capacity;        /* [0] as pb_kvcache_options.capacity */
     uint32_t prefill_scope;   /* [PB_PREFILL_CONSISTENT] a pb_prefill_scope */
     uint32_t prefill_max_len; /* [0] as pb_kvcache_options.prefill_max_len */
@@ -447,12 +465,17 @@ PB_API void pb_kvcache_destroy(pb_kvcache *policy);
 PB_API pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
                                     const float *attn, size_t attn_len);
 
-/* Evicts down to target = min(budget, effective share), never choosing one
- * of the newest min(recent_window, held) positions. The victims are the
- * positions with the lowest pooled window score (ties: the lower position
+/* Evicts down to target = min(budget, effective share), never choosing a
+ * protected position: one of the newest min(recent_window, held), a sink
+ * (a held position below the instance's sinks) or, with the last scorer, a
+ * position no step has observed yet. The victims are the evictable
+ * positions with the lowest score (window scorer: pooled window score;
+ * none: the position itself, so the oldest go; ties: the lower position
  * first); they are written to victims[] in ascending position order and
- * their count to *n_victims. Survivors keep their observed attention.
- * budget 0 is valid (everything but the protected positions may go).
+ * their count to *n_victims. The count is held - target, or the number of
+ * evictable positions if fewer (the instance then stays above target).
+ * Survivors keep their scores. budget 0 is valid (everything but the
+ * protected positions may go).
  *
  * victims may be NULL when victims_cap is 0. Returns PB_OK (also when nothing
  * needs to go: *n_victims = 0); PB_ERR_NULL if policy or n_victims is NULL,
@@ -471,11 +494,14 @@ PB_API pb_status pb_kvcache_reset(pb_kvcache *policy);
 /* The layer's effective share: max(share, recent_window + 1), where share
  * is the explicit share of pb_kvcache_create or else
  * pb_kvcache_pyramid_budget(budget, layer, num_layers, pyramid_ratio).
- * 0 if policy is NULL. */
+ * UINT32_MAX for an instance of the h2o, scissorhands, tova,
+ * streaming_llm and sliding_window vtables (no share of their own). 0 if
+ * policy is NULL. */
 PB_API uint32_t pb_kvcache_effective_budget(const pb_kvcache *policy);
 
 /* How many positions are held. 0 if policy is NULL, and also when an evict
- * has dropped everything (possible only with recent_window 0). */
+ * has dropped everything (possible only with recent_window 0 and no
+ * sinks held). */
 PB_API size_t pb_kvcache_kept_count(const pb_kvcache *policy);
 
 /* How many positions the instance can hold (its options.capacity, resolved).
@@ -493,10 +519,35 @@ PB_API pb_status pb_kvcache_kept_positions(const pb_kvcache *policy,
 /* The window score of held position `pos`: the sum, in double precision and
  * ring-slot order, of the attention it received in the last obs_window
  * observed steps (0 for steps before it was admitted). Returns PB_OK;
- * PB_ERR_NULL if policy or score is NULL; PB_ERR_NOT_HELD if pos is not
- * held. O(log held + obs_window). */
+ * PB_ERR_NULL if policy or score is NULL; PB_ERR_PARAM if the instance's
+ * scorer is not PB_SCORER_WINDOW (it keeps no window: see
+ * pb_kvcache_score); PB_ERR_NOT_HELD if pos is not held. O(log held +
+ * obs_window). */
 PB_API pb_status pb_kvcache_window_score(const pb_kvcache *policy,
                                          uint32_t pos, double *score);
+
+/* The score held position `pos` is ranked by under the instance's scorer
+ * (docs/spec.md §13.2), before any pooling:
+ *   PB_SCORER_WINDOW      its window score, as pb_kvcache_window_score;
+ *   PB_SCORER_CUMULATIVE  the attention it received since admission, summed
+ *                         in double in step order (0.0 when admitted);
+ *   PB_SCORER_LAST        the weight it received at the latest observed
+ *                         step, or -1.0 while no step has observed it
+ *                         (unobserved positions are never victims);
+ *   PB_SCORER_VOTES       its vote count (steps whose weight was strictly
+ *                         above 1.0 / attn_len);
+ *   PB_SCORER_NONE        0.0.
+ * Returns PB_OK; PB_ERR_NULL if policy or score is NULL; PB_ERR_NOT_HELD if
+ * pos is not held (*score untouched). O(log held), or O(log held +
+ * obs_window) for the window scorer. No allocation; takes the instance as
+ * const. */
+PB_API pb_status pb_kvcache_score(const pb_kvcache *policy, uint32_t pos,
+                                  double *score);
+
+/* How many held positions are sinks: held positions below the instance's
+ * `sinks` (pb_kvcache_config.sinks; 0 without sinks). Sinks are never
+ * evicted. 0 if policy is NULL. O(log held), no allocation. */
+PB_API size_t pb_kvcache_sink_count(const pb_kvcache *policy);
 
 /* The bytes this instance allocated, exactly: equal to what the allocator
  * was asked for and to pb_kvcache_pyramidkv_size for its params. 0 if policy

@@ -149,9 +149,11 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
  * Returns PB_OK, or, checked in this order (the first that applies), with
  * the instance unchanged:
  *   PB_ERR_NULL      policy, attn or n_kept is NULL;
- *   PB_ERR_PARAM     len is 0, rows is 0 or above len, rows differs from
- *                    recent_window in the reference scope, or the workspace
- *                    is not PB_PREFILL_WORKSPACE_ALIGN-aligned;
+ *   PB_ERR_PARAM     len is 0, rows is 0 or above len, the instance's
+ *                    scorer is not PB_SCORER_WINDOW or it has sinks (a
+ *                    prompt is scored by observation windows only), rows
+ *                    differs from recent_window in the reference scope, or
+ *                    the workspace is not PB_PREFILL_WORKSPACE_ALIGN-aligned;
  *   PB_ERR_TOO_LARGE len is above UINT32_MAX or rows * len does not fit in
  *                    size_t;
  *   PB_ERR_NOT_FRESH the instance is not fresh: it has observed a step
