@@ -5,7 +5,8 @@
  * RMSNorm, rotary embeddings on pairs (i, i + head_dim/2) with the query
  * pre-scaled by 1/sqrt(head_dim), grouped-query attention (query head h
  * reads KV head h / (n_heads / n_kv_heads)), SwiGLU, untied output.
- * Dot products accumulate in double; everything stored is float.
+ * Dot products sum eight float lanes, then the lanes in double; the
+ * attention output accumulates in float.
  */
 #include "pkm_model.h"
 
@@ -198,16 +199,26 @@ void pkm_slot_free(pkm_slot *s)
     memset(s, 0, sizeof *s);
 }
 
+/* sum_i a[i] b[i]: eight float lanes (so the compiler vectorises), summed
+ * in double at the end; the order is fixed, so the result is the same on
+ * every run. */
+static float dot(const float *a, const float *b, size_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (size_t j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    double s = 0.0;
+    for (size_t j = 0; j < 8; j++) s += (double)acc[j];
+    for (; i < n; i++) s += (double)a[i] * (double)b[i];
+    return (float)s;
+}
+
 /* y[r] = sum_c W[r][c] x[c], W row-major [rows][cols] */
 static void matvec(const float *W, const float *x, size_t rows, size_t cols,
                    float *y)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const float *w = W + r * cols;
-        double acc = 0.0;
-        for (size_t c = 0; c < cols; c++) acc += (double)w[c] * (double)x[c];
-        y[r] = (float)acc;
-    }
+    for (size_t r = 0; r < rows; r++) y[r] = dot(W + r * cols, x, cols);
 }
 
 static void rmsnorm(const float *x, const float *w, size_t n, float eps,
@@ -270,31 +281,25 @@ int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
             const float *qh = m->q + h * hd;
             float mx = -INFINITY;
             for (uint32_t i = 0; i < s->n; i++) {
-                const float *kr = s->k + (size_t)i * hd;
-                double acc = 0.0;
-                for (size_t j = 0; j < hd; j++)
-                    acc += (double)qh[j] * (double)kr[j];
-                m->scores[i] = (float)acc;
+                m->scores[i] = dot(qh, s->k + (size_t)i * hd, hd);
                 if (m->scores[i] > mx) mx = m->scores[i];
             }
             double z = 0.0;
             for (uint32_t i = 0; i < s->n; i++) {
-                m->scores[i] = (float)exp((double)(m->scores[i] - mx));
+                m->scores[i] = expf(m->scores[i] - mx);
                 z += m->scores[i];
             }
             const float inv = (float)(1.0 / z);
             float *oh = m->o + h * hd;
-            double acc[1024];
-            for (size_t j = 0; j < hd; j++) acc[j] = 0.0;
+            for (size_t j = 0; j < hd; j++) oh[j] = 0.0f;
             float *dst = attn ? attn + ((size_t)l * c->n_heads + h) * attn_stride
                               : NULL;
             for (uint32_t i = 0; i < s->n; i++) {
                 const float p = m->scores[i] * inv;
                 if (dst) dst[i] = p;
                 const float *vr = s->v + (size_t)i * hd;
-                for (size_t j = 0; j < hd; j++) acc[j] += (double)p * vr[j];
+                for (size_t j = 0; j < hd; j++) oh[j] += p * vr[j];
             }
-            for (size_t j = 0; j < hd; j++) oh[j] = (float)acc[j];
         }
         matvec(L->wo, m->o, d, qd, m->hx);
         for (size_t i = 0; i < d; i++) m->x[i] += m->hx[i];
