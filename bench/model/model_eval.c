@@ -39,7 +39,7 @@ static const char QUESTION[] = "\nWhat is the pass key? The pass key is ";
 static const unsigned budget_den[N_FRACTIONS] = {32, 16, 8, 4};
 
 typedef struct opts {
-    const char *model, *text;
+    const char *model, *text, *tsv;
     uint32_t ctx, needles, nll_samples, nll_prompt, nll_decode;
     uint32_t obs, pool, cadence;
     uint64_t seed;
@@ -87,7 +87,7 @@ static void usage(void)
 {
     puts("usage: model_eval [--quick] [--model FILE] [--text FILE] [--ctx N]\n"
          "                  [--needles N] [--nll-samples N] [--obs N]\n"
-         "                  [--cadence N] [--seed N]\n"
+         "                  [--cadence N] [--seed N] [--tsv FILE]\n"
          "Runs the bench/model transformer with libpyramidkv managing its\n"
          "K/V cache and prints needle accuracy, held-out NLL and retained\n"
          "attention mass per layer for every method of pkm_methods.c at\n"
@@ -95,7 +95,8 @@ static void usage(void)
          "cache. Defaults: the committed model and held-out text, ctx = the\n"
          "model's trained context, 300 needles (5 depths), 8 NLL samples,\n"
          "obs 16, cadence 1, seed 1. --quick: ctx 128, 5 needles, 1 NLL\n"
-         "sample, and the no-eviction bit-exactness check.");
+         "sample, and the no-eviction bit-exactness check. --tsv also\n"
+         "writes the rows tab-separated (bench/model/plot_quality.sh).");
 }
 
 static int parse(int argc, char **argv, opts *o)
@@ -121,6 +122,7 @@ static int parse(int argc, char **argv, opts *o)
         const int num_ok = end && *end == 0 && n <= 1000000;
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--text")) o->text = v;
+        else if (!strcmp(a, "--tsv")) o->tsv = v;
         else if (!num_ok) {
             fprintf(stderr, "model_eval: bad value for %s: %s\n", a, v);
             return -1;
@@ -256,9 +258,38 @@ static int run_nll(work *w, cfg *cfgs, size_t n_cfg, const unsigned char *tok,
     return 0;
 }
 
+/* One line per supported configuration: method, budget denominator
+ * (0: full), budget, positions, K/V bytes, needle %, NLL, dNLL, then the
+ * retained mass of each layer. */
+static int write_tsv(const char *path, const cfg *cfgs, size_t n_cfg,
+                     uint32_t n_layers, uint32_t head_dim, double full_nll)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "method\tden\tbudget\tpositions\tkv_bytes\tneedle\tnll\tdnll");
+    for (uint32_t l = 0; l < n_layers; l++) fprintf(f, "\tmass%u", l);
+    fprintf(f, "\n");
+    for (size_t c = 0; c < n_cfg; c++) {
+        const cfg *k = &cfgs[c];
+        if (!k->supported) continue;
+        const double nll = k->nll_n ? k->nll / (double)k->nll_n : 0.0;
+        fprintf(f, "%s\t%u\t%u\t%llu\t%llu\t%.4f\t%.6f\t%.6f",
+                k->method ? k->method->name : "full cache",
+                k->method ? budget_den[(c - 1) / pkm_method_count] : 0u,
+                k->budget, (unsigned long long)k->kc.positions,
+                (unsigned long long)(k->kc.positions * 2u * head_dim * 4u),
+                k->needle_n ? 100.0 * k->needle_ok / k->needle_n : 0.0, nll,
+                nll - full_nll);
+        for (uint32_t l = 0; l < n_layers; l++)
+            fprintf(f, "\t%.4f", k->mass_n ? k->mass[l] / (double)k->mass_n : 0.0);
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
-    opts o = {PKM_DATA_DIR "/model.pkvm", PKM_DATA_DIR "/heldout.txt",
+    opts o = {PKM_DATA_DIR "/model.pkvm", PKM_DATA_DIR "/heldout.txt", NULL,
               0, 300, 8, 0, 0, 16, 7, 1, 1, 0};
     if (parse(argc, argv, &o) != 0) return 2;
     if (o.quick) {
@@ -331,6 +362,8 @@ int main(int argc, char **argv)
             return 1;
         }
         k->supported = r == 0;
+        if (!k->method) /* the full cache holds the context, not its slack */
+            k->kc.positions = (uint64_t)n_slots * o.ctx;
     }
     /* --quick also proves the integration exact: a library configuration
      * whose shares exceed the sequence evicts nothing and must reproduce
@@ -427,6 +460,10 @@ int main(int argc, char **argv)
         for (uint32_t l = 0; l < mc->n_layers; l++)
             printf(" %.3f", k->mass_n ? k->mass[l] / (double)k->mass_n : 0.0);
         printf("\n");
+    }
+    if (o.tsv && write_tsv(o.tsv, cfgs, n_cfg, mc->n_layers, mc->head_dim, full_nll) != 0) {
+        fprintf(stderr, "model_eval: cannot write %s\n", o.tsv);
+        status = 1;
     }
     printf("\nfull-cache attention entropy per layer (nats, mean over decode "
            "steps and heads):");
