@@ -211,24 +211,25 @@ def make_batch(rng, text, B, T, p_needle, answer_weight):
 
 # ------------------------------------------------------------ curriculum ---
 
-# (tokens up to which the phase runs, context, batch size, needle fraction)
+# The curriculum: (context, batch size, needle fraction, min tokens, max
+# tokens) per phase. A phase ends when the running answer loss (an
+# exponential mean over ~50 steps of the pass-key digits' loss) is below
+# ANSWER_OK after at least its min tokens, or at its max tokens: copying
+# forms cheaply at short context, then the context grows. The phase, its
+# token count and the running mean are in the checkpoint, so a resumed run
+# takes the same path.
 PHASES = [
-    (1_500_000, 128, 16, 0.6),
-    (3_000_000, 256, 8, 0.6),
-    (10**12, 512, 4, 0.6),
+    (128, 16, 0.6, 600_000, 2_500_000),
+    (256, 8, 0.6, 300_000, 1_500_000),
+    (512, 4, 0.6, 0, 10**12),
 ]
+ANSWER_OK = 0.25
+ANSWER_EMA = 0.02
 ANSWER_WEIGHT = 8.0
 LR_MAX = 2e-3
 LR_MIN = 2e-4
 WARMUP = 200
 LR_HORIZON = 20_000_000  # cosine schedule length in tokens (then LR_MIN)
-
-
-def phase_for(tokens):
-    for end, T, B, pn in PHASES:
-        if tokens < end:
-            return T, B, pn
-    return PHASES[-1][1:]
 
 
 def lr_at(step, tokens):
@@ -264,10 +265,10 @@ def evaluate(model, rng_seed, held, n=32, T=512):
 
 # ----------------------------------------------------------------- train ---
 
-def save_ckpt(path, model, opt, step, tokens, rng, elapsed):
+def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur):
     tmp = path + ".tmp"
     torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,
-                    tokens=tokens, py_rng=rng.getstate(),
+                    tokens=tokens, curriculum=cur, py_rng=rng.getstate(),
                     torch_rng=torch.get_rng_state(), config=CONFIG,
                     elapsed=elapsed), tmp)
     os.replace(tmp, path)
@@ -312,6 +313,7 @@ def main():
     ck = os.path.join(args.ckpt_dir, "last.pt")
     logf = open(os.path.join(args.ckpt_dir, "train.log"), "a")
     step, tokens, elapsed = 0, 0, 0.0
+    cur = dict(phase=0, phase_tokens=0, answer_ema=math.log(10.0))
     if os.path.exists(ck):
         st = torch.load(ck)
         model.load_state_dict(st["model"])
@@ -319,7 +321,10 @@ def main():
         step, tokens, elapsed = st["step"], st["tokens"], st["elapsed"]
         rng.setstate(st["py_rng"])
         torch.set_rng_state(st["torch_rng"])
-        print(f"# resumed at step {step}, {tokens} tokens", file=logf, flush=True)
+        # checkpoints written before the adaptive curriculum were in phase 0
+        cur = st.get("curriculum", dict(cur, phase_tokens=tokens))
+        print(f"# resumed at step {step}, {tokens} tokens, curriculum {cur}",
+              file=logf, flush=True)
     else:
         print(f"# start seed={args.seed} threads={args.threads} params={nparams} "
               f"config={CONFIG} phases={PHASES} answer_weight={ANSWER_WEIGHT}",
@@ -330,7 +335,7 @@ def main():
     t_start = time.time() - elapsed
     acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, time.time()
     while tokens < args.max_tokens:
-        T, B, pn = phase_for(tokens)
+        T, B, pn, p_min, p_max = PHASES[cur["phase"]]
         x, y, w = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT)
         lr = lr_at(step, tokens)
         for g in opt.param_groups:
@@ -347,8 +352,17 @@ def main():
         acc_tok += B * T
         aw = (w.reshape(-1) > 1)
         acc_loss += ce.mean().item()
-        acc_ans += ce[aw].mean().item() if aw.any() else 0.0
+        ans = ce[aw].mean().item() if aw.any() else cur["answer_ema"]
+        acc_ans += ans
         acc_n += 1
+        cur["answer_ema"] += ANSWER_EMA * (ans - cur["answer_ema"])
+        cur["phase_tokens"] += B * T
+        if cur["phase"] + 1 < len(PHASES) and cur["phase_tokens"] >= p_min and (
+                cur["answer_ema"] < ANSWER_OK or cur["phase_tokens"] >= p_max):
+            print(f"# phase {cur['phase']} (context {T}) ends at step {step}, "
+                  f"{tokens} tokens: answer loss {cur['answer_ema']:.3f}",
+                  file=logf, flush=True)
+            cur = dict(cur, phase=cur["phase"] + 1, phase_tokens=0)
         if step % 20 == 0:
             now = time.time()
             print(f"{step} {tokens} {now - t_start:.0f} {T} {lr:.2e} "
@@ -359,9 +373,9 @@ def main():
             acc, nll = evaluate(model, 99, held)
             print(f"# eval step {step} tokens {tokens} passkey512_acc {acc:.3f} "
                   f"heldout_nll {nll:.4f}", file=logf, flush=True)
-            save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start)
+            save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur)
             t_ck = time.time()
-    save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start)
+    save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur)
     print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
 
 
