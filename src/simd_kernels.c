@@ -61,8 +61,13 @@ PB__INLINE void fold_rows_body(const float *ring, size_t row_stride,
         const float *row = ring + (size_t)row_begin * row_stride + col + c;
         for (uint32_t s = row_begin; s < row_end; ++s, row += row_stride)
             for (size_t k = 0; k < group; ++k) acc[k] += (double)row[k];
-        const size_t keep = n - c < group ? n - c : group;
-        for (size_t k = 0; k < keep; ++k) out[c + k] = acc[k];
+        /* A whole group is stored straight from the registers; a copy
+         * of a variable count would become a library call. */
+        if (n - c >= group) {
+            for (size_t k = 0; k < group; ++k) out[c + k] = acc[k];
+        } else {
+            for (size_t k = 0; k < n - c; ++k) out[c + k] = acc[k];
+        }
     }
     for (; c < n; ++c) {
         double sum = init != NULL ? init[c] : 0.0;
