@@ -147,8 +147,8 @@ typedef struct pb__kernels {
     void (*widen)(double *x, size_t n, size_t d);
     /* out[j] = max(x[j], y[j]), j < n; out may be neither x nor y. */
     void (*max_of)(const double *x, const double *y, double *out, size_t n);
-    /* How many of x[0 .. n-1] are below t. */
-    size_t (*count_below)(const double *x, size_t n, double t);
+    /* The least j < n with x[j] < t, or n if there is none. */
+    size_t (*first_below)(const double *x, size_t n, double t);
 } pb__kernels;
 
 /* The fastest variant this CPU runs; the baseline one; and every variant

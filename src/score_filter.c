@@ -66,8 +66,6 @@
 #define PB__FILTER_MAX_OBS UINT32_C(65536)
 /* Ranks whose window max is computed together. */
 #define PB__FILTER_BLOCK ((size_t)256)
-/* Window maxima tested together against the threshold. */
-#define PB__SCAN_CHUNK ((size_t)32)
 
 /* The quantiser (simd_kernels.c) is q(w) = round(w * scale) computed as
  * ((double)w * scale + 2^52) - 2^52 for 0 <= w * scale < 2^51: adding 2^52
@@ -175,6 +173,13 @@ static double next_up(double v) {
     return r;
 }
 
+/* The scan shared by both selections: the first k' >= k below m with
+ * v[k'] < bound, or m (a vectorised search, simd_kernels.c). */
+static size_t next_below(const pb_kvcache *p, const double *v, size_t k,
+                         size_t m, double bound) {
+    return k >= m ? m : k + p->k->first_below(v + k, m - k, bound);
+}
+
 /* Appends a candidate; 0 if there is no room. */
 static int record(pb_kvcache *p, size_t *nc, size_t rank, double value) {
     if (*nc == PB__FILTER_MAX_CANDIDATES) return 0;
@@ -217,25 +222,16 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
             overflow |= !record(p, &nc, i0 + k, wmax[k]);
         }
         /* With the heap full only values <= thr matter (one below the
-         * heap's top is below thr too), and thr only falls: count them a
-         * chunk at a time, vectorised, and look closer only where there is
-         * one. */
-        while (k < m) {
-            const size_t end = m - k > PB__SCAN_CHUNK ? k + PB__SCAN_CHUNK : m;
-            if (p->k->count_below(wmax + k, end - k, next_up(thr)) == 0u) {
-                k = end;
-                continue;
+         * heap's top is below thr too), and thr only falls: skip to each
+         * in turn. */
+        for (; (k = next_below(p, wmax, k, m, next_up(thr))) < m; ++k) {
+            const double v = wmax[k];
+            if (!fixed && v < p->heap[0]) {
+                p->heap[0] = v;
+                heap_sift_down(p->heap, heap_n, 0u);
+                thr = threshold(p->heap[0], obs);
             }
-            for (; k < end; ++k) {
-                const double v = wmax[k];
-                if (!(v <= thr)) continue;
-                if (!fixed && v < p->heap[0]) {
-                    p->heap[0] = v;
-                    heap_sift_down(p->heap, heap_n, 0u);
-                    thr = threshold(p->heap[0], obs);
-                }
-                if (v <= thr) overflow |= !record(p, &nc, i0 + k, v);
-            }
+            if (v <= thr) overflow |= !record(p, &nc, i0 + k, v);
         }
     }
     return overflow ? SIZE_MAX : nc;
@@ -404,21 +400,12 @@ void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
             cand_push(heap, heap_n++, c);
             worst = heap[0].value;
         }
-        /* Usually nothing beats the worst kept: test a chunk at a time,
-         * vectorised, and look closer only where something does. */
-        while (k < m) {
-            const size_t end = m - k > PB__SCAN_CHUNK ? k + PB__SCAN_CHUNK : m;
-            if (p->k->count_below(pooled + k, end - k, worst) == 0u) {
-                k = end;
-                continue;
-            }
-            for (; k < end; ++k) {
-                if (!(pooled[k] < worst)) continue;
-                heap[0].rank = i0 + k;
-                heap[0].value = pooled[k];
-                cand_sift_down(heap, heap_n, 0u);
-                worst = heap[0].value;
-            }
+        /* Usually nothing beats the worst kept: skip to each that does. */
+        for (; (k = next_below(p, pooled, k, m, worst)) < m; ++k) {
+            heap[0].rank = i0 + k;
+            heap[0].value = pooled[k];
+            cand_sift_down(heap, heap_n, 0u);
+            worst = heap[0].value;
         }
     }
     assert(heap_n == needed);

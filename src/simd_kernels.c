@@ -8,7 +8,7 @@
  * the running prefix folds, the step that stores a row and updates the
  * quantised sums, the rebuild of
  * those sums, the weight check, the max-widening and combining passes of
- * pooling, a count of scores below a bound) and the choice among their
+ * pooling, the search for the first score below a bound) and the choice among their
  * variants. It knows nothing of policy rules.
  *
  * Why this is safe for exactness: every variant is the same C function body
@@ -167,11 +167,21 @@ PB__INLINE void max_of_body(const double *x, const double *y, double *out,
     }
 }
 
-/* How many of x[0 .. n-1] are below t. */
-PB__INLINE size_t count_below_body(const double *x, size_t n, double t) {
-    size_t c = 0;
-    for (size_t j = 0; j < n; ++j) c += (size_t)(x[j] < t);
-    return c;
+/* The first j < n with x[j] < t, or n: whole chunks are tested with one
+ * vectorised compare each, and only the chunk holding a hit is looked at
+ * one value at a time. */
+#define PB__BELOW_CHUNK 32u
+PB__INLINE size_t first_below_body(const double *x, size_t n, double t) {
+    size_t j = 0;
+    for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
+        size_t hits = 0; /* a count: the form the compilers vectorise */
+        for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
+            hits += (size_t)(x[j + k] < t);
+        if (hits != 0u) break;
+    }
+    for (; j < n; ++j)
+        if (x[j] < t) return j;
+    return n;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -211,14 +221,14 @@ PB__INLINE size_t count_below_body(const double *x, size_t n, double t) {
                                      double *out, size_t n) {                 \
         max_of_body(x, y, out, n);                                            \
     }                                                                         \
-    attr static size_t count_below_##suffix(const double *x, size_t n,        \
+    attr static size_t first_below_##suffix(const double *x, size_t n,        \
                                             double t) {                       \
-        return count_below_body(x, n, t);                                     \
+        return first_below_body(x, n, t);                                     \
     }                                                                         \
     static const pb__kernels kernels_##suffix = {                             \
         #suffix,           fold_rows_##suffix,    prefix_add_##suffix,        \
         store_sums_##suffix, quantise_add_##suffix, weight_flags_##suffix,    \
-        widen_##suffix,    max_of_##suffix,       count_below_##suffix};
+        widen_##suffix,    max_of_##suffix,       first_below_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
 PB__DEFINE_VARIANT(generic, , 16u)

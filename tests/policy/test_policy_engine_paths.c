@@ -252,8 +252,11 @@ static void kernel_variants_agree(void **state) {
             all[v]->max_of(xa, xb + 1, yb, n > 0 ? n - 1 : 0);
             assert_memory_equal(ya, yb, (n > 0 ? n - 1 : 0) * sizeof *ya);
             const double t = pbt_unit(&r);
-            assert_int_equal(g->count_below(xa, n, t),
-                             all[v]->count_below(xa, n, t));
+            const size_t fb = g->first_below(xa, n, t);
+            assert_int_equal(fb, all[v]->first_below(xa, n, t));
+            /* And it is the first: none before it, x[fb] below t. */
+            for (size_t j = 0; j < fb; ++j) assert_false(xa[j] < t);
+            if (fb < n) assert_true(xa[fb] < t);
         }
     }
 }
