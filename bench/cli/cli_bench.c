@@ -6,7 +6,8 @@
  * and inverted, 32 layers, budget 512, ratios 1, 2, 4, 8.
  *
  * Owns the flags, the run loop over traces and the output; the traces,
- * metrics and harness are the workload library's.
+ * metrics and harness are the workload library's, the policy choice
+ * (--policy, --scorer, --sinks) is cli_bench_policy.c's.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -18,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_bench_policy.h"
 #include "cli_commands.h"
 #include "cli_options.h"
 #include "pyramidkv/pyramidkv.h"
@@ -39,6 +41,7 @@ typedef struct bench_opts {
     size_t n_ratios;
     int ratios_set;
     uint32_t recent, obs, kernel;
+    pb_cli_policy pol;
     int per_layer, json;
 } bench_opts;
 
@@ -50,16 +53,19 @@ typedef struct trace_run {
     pb_wl_result results[MAX_LIST * MAX_LIST];
     size_t n;
     pb_wl_layer_info *info;
+    uint32_t sinks; /* the sinks the run used */
 } trace_run;
 
 static void help(FILE *out) {
     fprintf(out,
         "usage: pyramidkv bench [--trace T[,T...]] [--layers L] [--budget B[,B...]]\n"
         "                       [--ratio R[,R...]] [--recent N] [--obs N] [--kernel N]\n"
+        "                       [--policy P | --scorer S] [--sinks N]\n"
         "                       [--per-layer] [--json]\n"
         "\n"
         "Measures PyramidKV against uniform budgets (ratio 1, SnapKV everywhere) at\n"
-        "equal total memory: one policy per layer, all layers in lockstep over 4,095\n"
+        "equal total memory, or the pyramid over any other policy or scorer\n"
+        "(--policy, --scorer): one policy per layer, all layers in lockstep over 4,095\n"
         "decode steps, layer l evicted down to its share whenever it holds more.\n"
         "Reports retained attention mass and heavy-hitter recall (top 32), averaged\n"
         "over layers, eviction calls, the sum of shares and the peak positions held.\n"
@@ -80,9 +86,11 @@ static void help(FILE *out) {
         "  --recent N     newest positions never evicted, 0 .. 4095 [32]\n"
         "  --obs N        observation window in decode steps, 1 .. 4096 [16]\n"
         "  --kernel N     pooling width, odd, 1 .. 4095 [7]\n"
+        "%s"
         "  --per-layer    also print every layer: entropy, share, mass, recall\n"
         "  --json         print one JSON document instead of tables:\n"
-        "                 {\"trace\", \"layers\", \"results\": [{\"budget\", \"ratio\",\n"
+        "                 {\"trace\", \"layers\", \"policy\", (\"sinks\",)\n"
+        "                 \"results\": [{\"budget\", \"ratio\",\n"
         "                 \"retainedAttentionMass\", \"heavyHitterRecall\",\n"
         "                 \"evictionCalls\", \"peakHeld\", \"perLayer\": [...]}]}; with\n"
         "                 several traces, a JSON array of such documents\n"
@@ -90,7 +98,7 @@ static void help(FILE *out) {
         "\n"
         "Progress goes to stderr when it is a terminal and the run exceeds a second.\n"
         "Exit status: 0 success, 1 a run failed, 2 a usage error.\n",
-        PB_WL_MAX_LAYERS, MAX_LIST, MAX_BUDGET, MAX_RATIO);
+        PB_WL_MAX_LAYERS, MAX_LIST, MAX_BUDGET, MAX_RATIO, pb_cli_policy_help);
 }
 
 static int parse_traces(const char *text, bench_opts *o) {
@@ -134,20 +142,14 @@ static int check_memory(const bench_opts *o) {
         for (size_t b = 0; b < o->n_budgets; ++b)
             for (size_t r = 0; r < o->n_ratios; ++r)
                 for (uint32_t l = 0; l < layers; ++l) {
-                    pb_kvcache_pyramidkv_params p =
-                        PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-                    p.budget = o->budgets[b];
-                    p.layer = l;
-                    p.num_layers = layers;
-                    p.pyramid_ratio = o->ratios[r];
-                    p.recent_window = o->recent;
-                    p.obs_window = o->obs;
-                    p.pool_kernel = o->kernel;
                     size_t size = 0;
-                    if (pb_kvcache_pyramidkv_size(&p, NULL, &size) != PB_OK)
+                    if (pb_cli_policy_layer_bytes(
+                            &o->pol, o->budgets[b], o->ratios[r], l, layers,
+                            o->recent, o->obs, o->kernel, &size) != PB_OK)
                         return pb_cli_usage_error(
                             "bench", "--budget/--ratio: the library refuses "
-                            "budget %u ratio %u", p.budget, p.pyramid_ratio);
+                            "budget %u ratio %u for policy %s", o->budgets[b],
+                            o->ratios[r], pb_cli_policy_name(&o->pol));
                     bytes += (uint64_t)size + 5u * (uint64_t)PB_WL_POSITIONS;
                 }
         /* Only one trace's instances are alive at a time. */
@@ -177,6 +179,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     o->recent = 32;
     o->obs = 16;
     o->kernel = 7;
+    pb_cli_policy_init(&o->pol);
 
     pb_cli_walk w;
     pb_cli_walk_init(&w, "bench", argc, argv);
@@ -198,7 +201,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
         if (strcmp(f, "--trace") != 0 && strcmp(f, "--layers") != 0 &&
             strcmp(f, "--budget") != 0 && strcmp(f, "--ratio") != 0 &&
             strcmp(f, "--recent") != 0 && strcmp(f, "--obs") != 0 &&
-            strcmp(f, "--kernel") != 0)
+            strcmp(f, "--kernel") != 0 && strcmp(f, "--policy") != 0 &&
+            strcmp(f, "--scorer") != 0 && strcmp(f, "--sinks") != 0)
             return pb_cli_usage_error("bench",
                                       "unknown option '%s' (see pyramidkv "
                                       "bench --help)", f);
@@ -218,12 +222,21 @@ static int parse(int argc, char **argv, bench_opts *o) {
                                        MAX_LIST, &o->n_ratios);
             o->ratios_set = 1;
         }
-        else if (strcmp(f, "--recent") == 0)
+        else if (strcmp(f, "--policy") == 0 || strcmp(f, "--scorer") == 0)
+            rc = pb_cli_policy_parse(&o->pol, f, v);
+        else if (strcmp(f, "--sinks") == 0) {
+            rc = pb_cli_parse_u32("bench", f, v, 0, 4095, &o->pol.sinks);
+            o->pol.sinks_set = 1;
+        } else if (strcmp(f, "--recent") == 0) {
             rc = pb_cli_parse_u32("bench", f, v, 0, 4095, &o->recent);
-        else if (strcmp(f, "--obs") == 0)
+            o->pol.recent_set = 1;
+        } else if (strcmp(f, "--obs") == 0) {
             rc = pb_cli_parse_u32("bench", f, v, 1, 4096, &o->obs);
-        else
+            o->pol.obs_set = 1;
+        } else {
             rc = pb_cli_parse_u32("bench", f, v, 1, 4095, &o->kernel);
+            o->pol.kernel_set = 1;
+        }
         if (rc != 0) return PB_CLI_USAGE;
     }
     if (rc != 0) return PB_CLI_USAGE;
@@ -231,11 +244,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
     if (o->kernel % 2u == 0u)
         return pb_cli_usage_error("bench", "--kernel: %u is not odd",
                                   o->kernel);
-    for (size_t i = 0; i < o->n_budgets; ++i)
-        if (o->budgets[i] <= o->recent)
-            return pb_cli_usage_error(
-                "bench", "--budget: %u is not greater than --recent (%u)",
-                o->budgets[i], o->recent);
+    if (pb_cli_policy_check(&o->pol, o->budgets, o->n_budgets, o->recent) !=
+        0)
+        return PB_CLI_USAGE;
     for (size_t i = 0; i < o->n_traces; ++i)
         if (o->traces[i] == PB_WL_DECODE4096 && o->layers_set &&
             o->layers != 1u)
@@ -301,13 +312,13 @@ static int run_trace(const bench_opts *o, pb_wl_profile profile,
     p.recent_window = o->recent;
     p.obs_window = o->obs;
     p.pool_kernel = o->kernel;
-    p.vtable = &pb_kvcache_pyramidkv;
-    p.params_kind = PB_WL_PARAMS_PYRAMIDKV;
+    pb_cli_policy_apply(&o->pol, &p);
     p.kept_count = pb_kvcache_kept_count;
     p.configs = tr->configs;
     p.n_configs = tr->n;
     p.progress = on_progress;
     p.progress_ctx = pr;
+    tr->sinks = p.sinks;
     pr->label = pb_wl_profile_name(profile);
     char err[256];
     if (pb_wl_run(&p, tr->results, tr->info, err, sizeof err) != 0) {
@@ -329,10 +340,14 @@ static void free_trace(trace_run *tr) {
 
 /* ----------------------------------------------------------------- JSON */
 
-static cJSON *trace_json(const trace_run *tr) {
+static cJSON *trace_json(const bench_opts *bo, const trace_run *tr) {
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "trace", pb_wl_profile_name(tr->profile));
     cJSON_AddNumberToObject(doc, "layers", tr->layers);
+    cJSON_AddStringToObject(doc, "policy", pb_cli_policy_name(&bo->pol));
+    if (bo->pol.policy < 0 || strcmp(pb_cli_policy_name(&bo->pol),
+                                     "streaming-llm") == 0)
+        cJSON_AddNumberToObject(doc, "sinks", tr->sinks);
     cJSON *results = cJSON_AddArrayToObject(doc, "results");
     for (size_t i = 0; i < tr->n; ++i) {
         const pb_wl_result *r = &tr->results[i];
@@ -364,11 +379,11 @@ static cJSON *trace_json(const trace_run *tr) {
     return doc;
 }
 
-static int print_json(const trace_run *runs, size_t n) {
-    cJSON *top = n == 1 ? trace_json(&runs[0]) : cJSON_CreateArray();
+static int print_json(const bench_opts *o, const trace_run *runs, size_t n) {
+    cJSON *top = n == 1 ? trace_json(o, &runs[0]) : cJSON_CreateArray();
     if (n != 1)
         for (size_t i = 0; i < n; ++i)
-            cJSON_AddItemToArray(top, trace_json(&runs[i]));
+            cJSON_AddItemToArray(top, trace_json(o, &runs[i]));
     char *text = cJSON_Print(top);
     cJSON_Delete(top);
     if (text == NULL) {
@@ -449,9 +464,10 @@ static void print_table(const bench_opts *o, const trace_run *runs,
         }
     }
     if (floors) {
-        printf("\n* some layers' shares are below recent+1 = %u; a policy "
-               "keeps at least %u there (its effective share):\n",
-               o->recent + 1u, o->recent + 1u);
+        printf("\n* some layers' shares are below the least policy %s keeps "
+               "(%u); it keeps at least that there (its effective share):\n",
+               pb_cli_policy_name(&o->pol),
+               pb_cli_policy_floor(&o->pol, o->recent));
         for (size_t t = 0; t < n_runs; ++t)
             for (size_t i = 0; i < runs[t].n; ++i) {
                 const pb_wl_result *r = &runs[t].results[i];
@@ -558,17 +574,18 @@ int pb_cli_bench(int argc, char **argv) {
 
     if (rc == 0) {
         if (o.json) {
-            rc = print_json(runs, o.n_traces);
+            rc = print_json(&o, runs, o.n_traces);
         } else {
             printf("pyramidkv bench: 4,095 decode steps; ");
             if (o.n_traces == 1 && o.traces[0] == PB_WL_DECODE4096)
                 printf("1 layer");
             else
                 printf("%u layers", o.layers);
-            printf("; recent %u, obs %u, kernel %u\nshares = sum of the "
-                   "layers' shares (<= layers x budget); mass, recall = "
-                   "means over layers; vs r=1 = minus uniform; best first\n\n",
-                   o.recent, o.obs, o.kernel);
+            printf("; ");
+            pb_cli_policy_describe(&o.pol, o.recent, o.obs, o.kernel);
+            printf("\nshares = sum of the layers' shares (<= layers x "
+                   "budget); mass, recall = means over layers; vs r=1 = "
+                   "minus uniform; best first\n\n");
             print_table(&o, runs, o.n_traces);
             print_reading(&o, runs, o.n_traces);
             if (o.per_layer) print_per_layer(&o, runs, o.n_traces);

@@ -17,5 +17,13 @@
 const pb__vr_family pb__vr_families[] = {
     {"kv-cache/pyramidkv", pb__vr_run_policy_case, &pb__vr_policy_pyramidkv},
     {"kv-cache/snapkv", pb__vr_run_policy_case, &pb__vr_policy_snapkv},
+    {"kv-cache/h2o", pb__vr_run_policy_case, &pb__vr_policy_h2o},
+    {"kv-cache/scissorhands", pb__vr_run_policy_case,
+     &pb__vr_policy_scissorhands},
+    {"kv-cache/tova", pb__vr_run_policy_case, &pb__vr_policy_tova},
+    {"kv-cache/streaming-llm", pb__vr_run_policy_case,
+     &pb__vr_policy_streaming_llm},
+    {"kv-cache/sliding-window", pb__vr_run_policy_case,
+     &pb__vr_policy_sliding_window},
     {"kv-cache/pyramid-budget", pb__vr_run_budget_case, NULL},
     {NULL, NULL, NULL}};

@@ -37,6 +37,7 @@ const pb__vr_call pb__vr_common_calls[] = {
     {"capacity", pb__vr_step_capacity},
     {"reset", pb__vr_step_reset},
     {"prefill", pb__vr_step_prefill},
+    {"sinkCount", pb__vr_step_sink_count},
     {NULL, NULL}};
 
 static int parse_options(case_state *c, const cJSON *jo, pb_kvcache_options *o) {

@@ -223,11 +223,14 @@ void pb_vector_print_step_counts(FILE *out, const pb_vector_totals *totals) {
     fprintf(out,
             "steps run: onDecodeStep %zu, evict %zu, effectiveBudget %zu, "
             "windowScoreOf %zu, keptCount %zu, keptPositions %zu, capacity %zu, "
-            "reset %zu, prefill %zu; budget layers checked %zu\n",
+            "reset %zu, prefill %zu, sinkCount %zu, scoreOf %zu, votesOf %zu, "
+            "lastAttentionOf %zu; budget layers checked %zu\n",
             totals->steps_decode, totals->steps_evict, totals->steps_effective,
             totals->steps_window, totals->steps_kept_count,
             totals->steps_kept_positions, totals->steps_capacity,
-            totals->steps_reset, totals->steps_prefill, totals->budget_layers);
+            totals->steps_reset, totals->steps_prefill,
+            totals->steps_sink_count, totals->steps_score, totals->steps_votes,
+            totals->steps_last_attention, totals->budget_layers);
 }
 
 int pb_vector_exit_status(const pb_vector_totals *totals) {

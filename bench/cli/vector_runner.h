@@ -24,11 +24,12 @@ typedef struct pb_vector_totals {
     /* Steps executed, by call: how a run shows every step type ran. */
     size_t steps_decode, steps_evict, steps_effective, steps_window,
         steps_kept_count, steps_kept_positions, steps_capacity, steps_reset,
-        steps_prefill, budget_layers;
+        steps_prefill, budget_layers, steps_sink_count, steps_score,
+        steps_votes, steps_last_attention;
 } pb_vector_totals;
 
 #define PB_VECTOR_TOTALS_INIT \
-    {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}
+    {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}
 
 /* How a run reports. */
 typedef struct pb_vector_options {

@@ -14,9 +14,13 @@
  *                          and the step loop
  *   vector_policy_pyramidkv.c  the kv-cache/pyramidkv and kv-cache/snapkv
  *                          families (their params, their two surfaces)
+ *   vector_policy_family.c the rest of the policybook family: h2o,
+ *                          scissorhands, tova, streaming-llm, sliding-window
  *   vector_steps.c         the common step helpers and the decode, evict,
  *                          read-back and reset steps
  *   vector_steps_prefill.c the prefill step
+ *   vector_steps_family.c  sinkCount and the scorers' read-backs (scoreOf,
+ *                          votesOf, lastAttentionOf)
  *
  * Adding a per-layer policy family (one that takes params, options and
  * steps like kv-cache/pyramidkv): write vector_policy_NAME.c defining a
@@ -152,6 +156,12 @@ int pb__vr_run_budget_case(case_state *c, const pb__vr_policy *unused,
  * of its own here (its parser fills it, its create functions read it). */
 typedef struct vr_params {
     pb_kvcache_pyramidkv_params pyramidkv;
+    /* The rest of the policybook family (vector_policy_family.c): each
+     * member reads the keys it takes and leaves the others at its
+     * defaults. */
+    struct {
+        uint32_t budget, recent_window, sinks;
+    } family;
 } vr_params;
 
 /* The instance a case drives, and where its step loop is. */
@@ -202,6 +212,12 @@ struct pb__vr_policy {
 /* The families of vector_policy_pyramidkv.c. */
 extern const pb__vr_policy pb__vr_policy_pyramidkv;
 extern const pb__vr_policy pb__vr_policy_snapkv;
+/* The families of vector_policy_family.c. */
+extern const pb__vr_policy pb__vr_policy_h2o;
+extern const pb__vr_policy pb__vr_policy_scissorhands;
+extern const pb__vr_policy pb__vr_policy_tova;
+extern const pb__vr_policy pb__vr_policy_streaming_llm;
+extern const pb__vr_policy pb__vr_policy_sliding_window;
 
 /* Runs one case of a per-layer policy family. */
 int pb__vr_run_policy_case(case_state *c, const pb__vr_policy *policy,
@@ -243,5 +259,11 @@ int pb__vr_step_capacity(case_state *c, policy_case *pc, const cJSON *step);
 int pb__vr_step_reset(case_state *c, policy_case *pc, const cJSON *step);
 /* vector_steps_prefill.c */
 int pb__vr_step_prefill(case_state *c, policy_case *pc, const cJSON *step);
+/* vector_steps_family.c */
+int pb__vr_step_sink_count(case_state *c, policy_case *pc, const cJSON *step);
+int pb__vr_step_score_of(case_state *c, policy_case *pc, const cJSON *step);
+int pb__vr_step_votes_of(case_state *c, policy_case *pc, const cJSON *step);
+int pb__vr_step_last_attention_of(case_state *c, policy_case *pc,
+                                  const cJSON *step);
 
 #endif /* PB_BENCH_VECTOR_RUNNER_INTERNAL_H */

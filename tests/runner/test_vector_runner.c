@@ -446,7 +446,7 @@ static void unreadable_documents(void **state) {
         "{'policy':'kv-cache/snapkv','version':2,'cases':[]}",
         "{'policy':'kv-cache/snapkv','version':'1','cases':[]}",
         "{'policy':'kv-cache/snapkv','version':1,'cases':{}}",
-        "{'policy':'kv-cache/h2o','version':1,'cases':[]}",
+        "{'policy':'kv-cache/h3o','version':1,'cases':[]}",
         "{'policy':5,'version':1,'cases':[]}",
         "{'policy':'kv-cache/snapkv','version':1,'cases':[],'extra':1}",
         "{'policy':'kv-cache/snapkv','version':1,'cases':[]} trailing",

@@ -161,7 +161,8 @@ static void exact_keys(const cJSON *obj, const char *const *keys, size_t n) {
  * --budget 256,512,1024 --json reproduces the nine published figures. */
 static void test_bench_nine_figures(void **state) {
     (void)state;
-    static const char *const top_keys[] = {"trace", "layers", "results"};
+    static const char *const top_keys[] = {"trace", "layers", "policy",
+                                           "results"};
     static const char *const result_keys[] = {
         "budget", "ratio", "retainedAttentionMass", "heavyHitterRecall",
         "evictionCalls", "peakHeld", "perLayer"};
@@ -170,7 +171,7 @@ static void test_bench_nine_figures(void **state) {
                                {1024, 0.888049, 0.941169, 3072}};
     cJSON *doc = run_json("bench --trace decode-4096 --layers 1 "
                           "--budget 256,512,1024 --json");
-    exact_keys(doc, top_keys, 3);
+    exact_keys(doc, top_keys, 4);
     assert_string_equal(
         cJSON_GetObjectItemCaseSensitive(doc, "trace")->valuestring,
         "decode-4096");
