@@ -14,6 +14,15 @@
  * It also runs a short decision check per obs_window: the library and the
  * reference model fill a 1,024-position instance with decode steps and
  * evict to 512, and must choose the same victims.
+ *
+ * The same is then measured for every scorer of the native surface
+ * (pb_kvcache_create) and every vtable of the policybook family, against
+ * the registry's bytes per held position (H2O and TOVA 13, Scissorhands 9,
+ * StreamingLLM and the sliding window 4): the slope over explicit
+ * capacities (any eviction cadence: evicting every k steps needs a capacity
+ * of budget + k) and over the vtables' budgets (their capacity is budget +
+ * 1). A scorer above its limit is an error exit. Each vtable's decisions
+ * are checked against the naive reference of bench/workload.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -24,6 +33,7 @@
 #include "bench_common.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
+#include "workload_family_ref.h"
 
 static const char *const NAME = "bench_memory";
 
@@ -154,6 +164,194 @@ static int check_decisions(uint32_t obs) {
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Every scorer and the policybook family                                   */
+
+typedef struct scorer_row {
+    const char *name;      /* the policy it is */
+    pb_scorer scorer;
+    uint32_t recent, sinks; /* as the policy's vtable sets them */
+    double limit;          /* the registry's bytes per held position */
+    const pb_kvcache_vtable *vtable, *reference;
+} scorer_row;
+
+static const scorer_row scorer_rows[] = {
+    {"h2o", PB_SCORER_CUMULATIVE, 32u, 0u, 13.0, &pb_kvcache_h2o,
+     &pb_wl_ref_h2o},
+    {"tova", PB_SCORER_LAST, 0u, 0u, 13.0, &pb_kvcache_tova, &pb_wl_ref_tova},
+    {"scissorhands", PB_SCORER_VOTES, 32u, 0u, 9.0, &pb_kvcache_scissorhands,
+     &pb_wl_ref_scissorhands},
+    {"streaming-llm", PB_SCORER_NONE, 0u, 4u, 4.0, &pb_kvcache_streaming_llm,
+     &pb_wl_ref_streaming_llm},
+    {"sliding-window", PB_SCORER_NONE, 0u, 0u, 4.0,
+     &pb_kvcache_sliding_window, &pb_wl_ref_sliding_window},
+};
+#define N_SCORER_ROWS (sizeof scorer_rows / sizeof scorer_rows[0])
+
+/* The params struct of the row's vtable at `budget`, in *fp. */
+typedef union family_params {
+    pb_kvcache_h2o_params h2o;
+    pb_kvcache_scissorhands_params scissorhands;
+    pb_kvcache_tova_params tova;
+    pb_kvcache_streaming_llm_params streaming_llm;
+    pb_kvcache_sliding_window_params sliding_window;
+} family_params;
+
+static const void *params_of(const scorer_row *r, uint32_t budget,
+                             family_params *fp) {
+    if (r->vtable == &pb_kvcache_h2o) {
+        fp->h2o.budget = budget;
+        fp->h2o.recent_window = r->recent;
+    } else if (r->vtable == &pb_kvcache_scissorhands) {
+        fp->scissorhands.budget = budget;
+        fp->scissorhands.recent_window = r->recent;
+    } else if (r->vtable == &pb_kvcache_tova) {
+        fp->tova.budget = budget;
+    } else if (r->vtable == &pb_kvcache_streaming_llm) {
+        fp->streaming_llm.budget = budget;
+        fp->streaming_llm.sinks = r->sinks;
+    } else {
+        fp->sliding_window.budget = budget;
+    }
+    return fp;
+}
+
+/* Size query, counted allocation and memory_bytes of pb_kvcache_create at
+ * (budget, capacity); all three must agree. */
+static int measure_config(const scorer_row *r, uint32_t budget,
+                          uint32_t capacity, size_t *bytes) {
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.budget = budget;
+    c.recent_window = r->recent;
+    c.sinks = r->sinks;
+    c.scorer = (uint32_t)r->scorer;
+    c.capacity = capacity;
+    size_t query = 0;
+    pb_status st = pb_kvcache_size(&c, &query);
+    if (st != PB_OK)
+        return bench_fail(NAME, "%s: size query (capacity %u): %s", r->name,
+                          (unsigned)capacity, pb_status_str(st));
+    counting_alloc counter = {0, 0, 0, 0};
+    const pb_allocator alloc = {count_alloc, count_free, &counter};
+    pb_kvcache *p = NULL;
+    st = pb_kvcache_create(&c, &alloc, &p);
+    if (st != PB_OK)
+        return bench_fail(NAME, "%s: create (capacity %u): %s", r->name,
+                          (unsigned)capacity, pb_status_str(st));
+    const size_t reported = pb_kvcache_memory_bytes(p);
+    pb_kvcache_destroy(p);
+    if (counter.total != query || reported != query || counter.live != 0 ||
+        counter.bad_free)
+        return bench_fail(NAME, "%s, capacity %u: size query %zu, allocated "
+                                "%zu, memory_bytes %zu, left %zu",
+                          r->name, (unsigned)capacity, query, counter.total,
+                          reported, counter.live);
+    *bytes = query;
+    return 0;
+}
+
+/* The bytes the vtable's create allocates at `budget`, counted. */
+static int measure_vtable(const scorer_row *r, uint32_t budget,
+                          size_t *bytes) {
+    counting_alloc counter = {0, 0, 0, 0};
+    const pb_allocator alloc = {count_alloc, count_free, &counter};
+    family_params fp;
+    pb_kvcache *p = r->vtable->create(params_of(r, budget, &fp), &alloc, NULL);
+    if (p == NULL)
+        return bench_fail(NAME, "%s: vtable create (budget %u) failed",
+                          r->name, (unsigned)budget);
+    const size_t reported = r->vtable->memory_bytes(p);
+    r->vtable->destroy(p);
+    if (reported != counter.total || counter.live != 0 || counter.bad_free)
+        return bench_fail(NAME, "%s, budget %u: memory_bytes %zu, allocated "
+                                "%zu, left %zu",
+                          r->name, (unsigned)budget, reported, counter.total,
+                          counter.live);
+    *bytes = reported;
+    return 0;
+}
+
+/* The vtable and the naive reference choose the same victims: a
+ * 1,024-budget instance filled to 1,024 positions with coarse weights (so
+ * ties occur), then evict(512). */
+static int check_family_decisions(const scorer_row *r) {
+    enum { BUDGET = 1023, KEEP = 512 };
+    family_params fp;
+    const void *params = params_of(r, BUDGET, &fp);
+    pb_kvcache *lib = r->vtable->create(params, NULL, NULL);
+    pb_kvcache *ref = r->reference->create(params, NULL, NULL);
+    float *row = malloc((BUDGET + 1) * sizeof *row);
+    uint32_t *a = malloc((BUDGET + 1) * sizeof *a);
+    uint32_t *b = malloc((BUDGET + 1) * sizeof *b);
+    int rc = 0;
+    if (lib == NULL || ref == NULL || !row || !a || !b) {
+        rc = bench_fail(NAME, "%s: decision check setup failed", r->name);
+    } else {
+        bench_rng rng = {0x5eed};
+        for (uint32_t pos = 1; pos <= BUDGET; ++pos) {
+            for (uint32_t i = 0; i < pos; ++i)
+                row[i] = (float)(bench_rng_next(&rng) % 8u) / 64.0f;
+            r->vtable->on_decode_step(lib, pos, row, pos);
+            r->reference->on_decode_step(ref, pos, row, pos);
+        }
+        const size_t na = r->vtable->evict(lib, KEEP, a, BUDGET + 1);
+        const size_t nb = r->reference->evict(ref, KEEP, b, BUDGET + 1);
+        if (na == 0 || na != nb || memcmp(a, b, na * sizeof *a) != 0)
+            rc = bench_fail(NAME, "%s: library (%zu victims) and reference "
+                                  "(%zu) chose differently",
+                            r->name, na, nb);
+    }
+    if (lib) r->vtable->destroy(lib);
+    if (ref) r->reference->destroy(ref);
+    free(row);
+    free(a);
+    free(b);
+    return rc;
+}
+
+static int bench_scorers(int quick) {
+    static const uint32_t caps[4] = {1024, 4096, 65536, 262144};
+    static const uint32_t budgets[3] = {256, 4096, 65536};
+    const size_t n_caps = quick ? 2u : 4u;
+    printf("\nscorers: bytes per held position of every policy of the "
+           "family (budget 512; recent and sinks as each vtable sets them)\n");
+    int over = 0;
+    for (size_t k = 0; k < N_SCORER_ROWS; ++k) {
+        const scorer_row *r = &scorer_rows[k];
+        size_t bytes[4];
+        for (size_t c = 0; c < n_caps; ++c)
+            if (measure_config(r, 512u, caps[c], &bytes[c])) return 1;
+        const double slope = (double)(bytes[n_caps - 1] - bytes[0]) /
+                             (double)(caps[n_caps - 1] - caps[0]);
+        const double fixed = (double)bytes[0] - slope * (double)caps[0];
+        size_t vb[3];
+        const size_t n_b = quick ? 2u : 3u;
+        for (size_t b = 0; b < n_b; ++b)
+            if (measure_vtable(r, budgets[b], &vb[b])) return 1;
+        const double vslope = (double)(vb[n_b - 1] - vb[0]) /
+                              (double)(budgets[n_b - 1] - budgets[0]);
+        const int ok = slope <= r->limit && vslope <= r->limit;
+        over |= !ok;
+        printf("%-14s %-10s %6.3f B per held position over capacities "
+               "%u..%u (%.0f B fixed); vtable %6.3f B over budgets %u..%u; "
+               "registry %2.0f B: %s\n",
+               r->name,
+               r->scorer == PB_SCORER_CUMULATIVE ? "cumulative"
+               : r->scorer == PB_SCORER_LAST     ? "last"
+               : r->scorer == PB_SCORER_VOTES    ? "votes"
+                                                 : "none",
+               slope, (unsigned)caps[0], (unsigned)caps[n_caps - 1], fixed,
+               vslope, (unsigned)budgets[0], (unsigned)budgets[n_b - 1],
+               r->limit, ok ? "within" : "OVER");
+        if (check_family_decisions(r)) return 1;
+    }
+    printf("decision check (1023-budget vtable, 1024 held -> evict(512)): "
+           "victims identical to the naive reference for every policy\n");
+    if (over) return bench_fail(NAME, "a scorer is above the registry's bytes "
+                                      "per held position");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bench_options opt;
     int rc = bench_parse_common(&argc, argv, 5, "", &opt);
@@ -206,5 +404,5 @@ int main(int argc, char **argv) {
                "identical to the reference\n",
                (unsigned)obs);
     }
-    return 0;
+    return bench_scorers(opt.quick);
 }
