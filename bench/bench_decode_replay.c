@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_decode_family.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 #include "trace_decode.h"
@@ -337,5 +338,5 @@ int main(int argc, char **argv) {
            opt.warmup, opt.reps);
     for (size_t i = 0; i < n_budgets; ++i)
         if (bench_budget(budgets[i], steps, &opt)) return 1;
-    return 0;
+    return bench_decode_family(steps, budgets, n_budgets, &opt);
 }
