@@ -5,8 +5,7 @@
  * Each says which "params" keys it takes (budget, and recentWindow or
  * sinks where the policy has them), creates its instance through its
  * vtable on the compatible surface, and through pb_kvcache_create with the
- * config that vtable means (one layer whose share is the budget, the
- * policy's scorer, recent window and sinks) on the native one, and adds
+ * config that vtable means (docs/spec.md §13.6) on the native one, and adds
  * the read-back call of its score (scoreOf, votesOf, lastAttentionOf; the
  * steps are in vector_steps_family.c).
  */
@@ -63,16 +62,21 @@ static int parse_member(case_state *c, const cJSON *jp,
     return 1;
 }
 
-/* The native config the member's vtable means, with the case's options. */
+/* The native config the member's vtable means (docs/spec.md §13.6: one
+ * layer, share UINT32_MAX so that evict goes down to the budget asked,
+ * capacity budget + 1), with the case's options. */
 static pb_kvcache_config config_of(const family_member *m, const vr_params *p,
                                    const pb_kvcache_options *o) {
     pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
     c.budget = p->family.budget;
+    c.share = UINT32_MAX;
+    c.capacity = p->family.budget + 1u; /* UINT32_MAX wraps to 0 and is
+                                           refused as a budget anyway */
     c.recent_window = p->family.recent_window;
     c.sinks = p->family.sinks;
     c.scorer = (uint32_t)m->scorer;
     if (o != NULL) {
-        c.capacity = o->capacity;
+        if (o->capacity != 0u) c.capacity = o->capacity;
         c.pool = o->pool;
         c.prefill_scope = o->prefill_scope;
         c.prefill_max_len = o->prefill_max_len;
