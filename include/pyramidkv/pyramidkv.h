@@ -559,5 +559,6 @@ PB_API size_t pb_kvcache_memory_bytes(const pb_kvcache *policy);
 #endif
 
 #include "pyramidkv/pyramidkv_prefill.h"
+#include "pyramidkv/pyramidkv_profile.h"
 
 #endif /* PYRAMIDKV_PYRAMIDKV_H */

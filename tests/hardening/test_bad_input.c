@@ -1,7 +1,8 @@
 /*
  * test_bad_input.c - the bad-input matrix: one cmocka test per row, for
  * every public function of pyramidkv.h except prefill (whose rows are in
- * test_bad_input_prefill.c). A row passes one bad (or boundary) argument
+ * test_bad_input_prefill.c) and the attention profile (in
+ * test_bad_input_profile.c). A row passes one bad (or boundary) argument
  * and asserts the documented status or return value AND, where there is an
  * instance, that its full observable state (held positions, every window
  * score, effective share, held count, capacity, memory bytes; see

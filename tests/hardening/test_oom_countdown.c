@@ -8,7 +8,9 @@
  * every further allocation failing, a full workload (observe, evict, reset,
  * every introspection call, both vtables) must never call the allocator.
  * The sweep prints how many allocations each create makes; those counts
- * are recorded in docs/robustness.md.
+ * are recorded in docs/robustness.md. The attention profile
+ * (pyramidkv_profile.h) gets the same sweep and the same no-allocation
+ * workload.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,10 +209,81 @@ static void no_allocation_after_create(void **state) {
     }
 }
 
+/* The profile: every create failure is PB_ERR_NOMEM with nothing left;
+ * then a workload of rows and queries with every allocation refused. */
+static void profile_countdown_and_no_allocation(void **state) {
+    (void)state;
+    pb_profile_params pp = PB_PROFILE_PARAMS_DEFAULT;
+    pp.num_layers = 3u;
+    pp.max_len = 200u;
+    size_t calls_ok = 0;
+    for (int persist = 0; persist < 2; ++persist) {
+        for (size_t k = 1; k <= MAX_SWEEP; ++k) {
+            counting_allocator ca;
+            ca_init(&ca);
+            ca.fail_at = k;
+            ca.fail_persist = persist;
+            const pb_allocator a = ca_allocator(&ca);
+            pb_profile *out = (pb_profile *)(void *)&ca;
+            const pb_status st = pb_profile_create(&pp, &a, &out);
+            if (st == PB_OK) {
+                calls_ok = k - 1u;
+                assert_int_equal(ca.alloc_calls, k - 1u);
+                assert_int_equal(pb_profile_memory_bytes(out), ca.outstanding);
+                pb_profile_destroy(out);
+                assert_int_equal(ca.outstanding, 0u);
+                assert_int_equal(ca.bad_frees, 0u);
+                break;
+            }
+            assert_int_equal(st, PB_ERR_NOMEM);
+            assert_null(out);
+            assert_int_equal(ca.outstanding, 0u);
+            assert_int_equal(ca.live_blocks, 0u);
+        }
+    }
+    assert_int_equal(calls_ok, 1u);
+    print_message("oom sweep: %-40s %zu allocation(s) per create, %zu "
+                  "failure point(s) x 2 modes, 0 bytes leaked\n",
+                  "profile", calls_ok, calls_ok);
+
+    counting_allocator ca;
+    ca_init(&ca);
+    const pb_allocator a = ca_allocator(&ca);
+    pb_profile *p = NULL;
+    assert_int_equal(pb_profile_create(&pp, &a, &p), PB_OK);
+    ca.fail_at = ca.alloc_calls + 1u;
+    ca.fail_persist = 1;
+    const size_t calls = ca.alloc_calls;
+    float row[200];
+    uint32_t w[3];
+    for (int step = 0; step < 500; ++step) {
+        const uint32_t len = 1u + next_rand() % 200u;
+        for (uint32_t i = 0; i < len; ++i)
+            row[i] = (float)(next_rand() % 9u) * 0.125f;
+        row[len - 1u] = 1.0f;
+        assert_int_equal(pb_profile_add_row(p, next_rand() % 3u, row, len),
+                         PB_OK);
+        (void)pb_profile_add_row(p, 3u, row, len);
+        double h = 0.0, m = 0.0;
+        uint32_t k = 0, r = 0;
+        (void)pb_profile_entropy(p, 0u, &h, &m);
+        (void)pb_profile_mass(p, 1u, 1u + next_rand() % 200u, &m);
+        (void)pb_profile_mass_k(p, 2u, 900000u, &k);
+        if (pb_profile_weights(p, 900000u, 8u, w, 3u) == PB_OK)
+            assert_int_equal(pb_profile_fit_ratio(w, 3u, 16u, &r, NULL), PB_OK);
+        if (step == 250) assert_int_equal(pb_profile_reset(p), PB_OK);
+    }
+    assert_int_equal(ca.alloc_calls, calls);
+    assert_int_equal(ca.free_calls, 0u);
+    pb_profile_destroy(p);
+    assert_int_equal(ca.outstanding, 0u);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(countdown_every_allocation),
         cmocka_unit_test(no_allocation_after_create),
+        cmocka_unit_test(profile_countdown_and_no_allocation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
