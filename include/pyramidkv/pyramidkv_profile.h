@@ -10,7 +10,7 @@
  * It owns the declarations of the profile accumulator and its derivations;
  * reading attention from a model or a trace file is the caller's business
  * (the pyramidkv program's `calibrate` does it from a trace file). The
- * definitions are normative in docs/spec.md, "Attention profiles".
+ * definitions are normative in docs/calibrate.md, "Attention profiles".
  */
 #ifndef PYRAMIDKV_PYRAMIDKV_PROFILE_H
 #define PYRAMIDKV_PYRAMIDKV_PROFILE_H
