@@ -48,7 +48,7 @@ static pb_status resolve(const pb_profile_params *in, pb_profile_params *out) {
     *out = def;
     if (in == NULL) return PB_OK;
     const size_t size = in->struct_size;
-    if (size < sizeof(uint32_t)) return PB_ERR_PARAM;
+    if (size < PB_PROFILE_PARAMS_SIZE_0_2) return PB_ERR_PARAM;
     const size_t known = sizeof(pb_profile_params);
     const unsigned char *bytes = (const unsigned char *)in;
     for (size_t i = known; i < size; ++i)
@@ -288,6 +288,17 @@ PB_API pb_status pb_profile_mass(const pb_profile *profile, uint32_t layer,
     return PB_OK;
 }
 
+PB_API pb_status pb_profile_mass_curve(const pb_profile *profile,
+                                       uint32_t layer, double *out, size_t n) {
+    if (profile == NULL || out == NULL) return PB_ERR_NULL;
+    if (layer >= profile->num_layers || profile->rows[layer] == 0u ||
+        n == 0u || n > profile->max_len)
+        return PB_ERR_PARAM;
+    curve_walk w = curve_start(profile, layer);
+    for (size_t i = 0; i < n; ++i) out[i] = curve_next(&w);
+    return PB_OK;
+}
+
 /* floor(x * 10^6 + 0.5) for x in [0, 1 + a little]. */
 static uint32_t quantise_ppm(double x) {
     const double q = floor(x * (double)PPM + 0.5);
@@ -353,7 +364,17 @@ PB_API pb_status pb_profile_weights(const pb_profile *profile,
 /* Best-fitting arithmetic ratio                                            */
 
 #define FIT_SCALE ((uint64_t)1 << 24)
-#define FIT_BUDGET ((uint32_t)1 << 20)
+#define FIT_BUDGET ((uint64_t)1 << 20)
+
+/* pb_kvcache_pyramid_budget(2^20, l, n, r), by its formula: with n <=
+ * 2^16 and r <= 2^12 the numerator is below 2^49, so plain 64-bit
+ * arithmetic is exact (the library function handles every uint32 input
+ * with 128-bit steps, much slower). */
+static uint64_t fit_share(uint64_t l, uint64_t n, uint64_t r) {
+    if (n == 1u) return FIT_BUDGET;
+    return 2u * FIT_BUDGET * (r * (n - 1u) - l * (r - 1u)) /
+           ((r + 1u) * (n - 1u));
+}
 
 PB_API pb_status pb_profile_fit_ratio(const uint32_t *weights, size_t n,
                                       uint32_t max_ratio, uint32_t *ratio,
@@ -369,13 +390,13 @@ PB_API pb_status pb_profile_fit_ratio(const uint32_t *weights, size_t n,
     uint32_t best_r = 1u;
     uint64_t best_d = UINT64_MAX;
     for (uint32_t r = 1; r <= max_ratio; ++r) {
-        const uint64_t asum = pb_kvcache_pyramid_total(FIT_BUDGET, layers, r);
+        uint64_t asum = 0u; /* pb_kvcache_pyramid_total(2^20, n, r) */
+        for (uint32_t l = 0; l < layers; ++l) asum += fit_share(l, layers, r);
         uint64_t d = 0u;
         for (uint32_t l = 0; l < layers; ++l) {
             /* w < 2^32 and a < 2^21, each times 2^24: below 2^56. */
             const uint64_t t = (uint64_t)weights[l] * FIT_SCALE / wsum;
-            const uint64_t a = pb_kvcache_pyramid_budget(FIT_BUDGET, l, layers, r);
-            const uint64_t s = a * FIT_SCALE / asum;
+            const uint64_t s = fit_share(l, layers, r) * FIT_SCALE / asum;
             d += t > s ? t - s : s - t;
         }
         if (d < best_d) {

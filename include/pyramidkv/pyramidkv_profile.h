@@ -34,13 +34,18 @@ extern "C" {
 /* One accumulator over the layers of one model. Opaque. */
 typedef struct pb_profile pb_profile;
 
-/* Parameters of pb_profile_create. The struct may grow: struct_size first
- * (the caller sets sizeof(pb_profile_params) as its header knew it); the
- * library reads only the bytes struct_size covers and takes the default for
- * the rest. Bytes beyond the fields this library knows must be zero, else
- * PB_ERR_PARAM. Defaults in brackets. */
+/* The first released size of pb_profile_params (0.2.0). */
+#define PB_PROFILE_PARAMS_SIZE_0_2 12u
+
+/* Parameters of pb_profile_create. The struct may grow (docs/abi.md):
+ * struct_size first (the caller sets sizeof(pb_profile_params) as its
+ * header knew it, as PB_PROFILE_PARAMS_DEFAULT does); a size below
+ * PB_PROFILE_PARAMS_SIZE_0_2 is refused; the library reads only the bytes
+ * struct_size covers and takes the default for the rest; bytes beyond the
+ * fields this library knows must be zero, else PB_ERR_PARAM. Defaults in
+ * brackets. */
 typedef struct pb_profile_params {
-    uint32_t struct_size; /* sizeof(pb_profile_params); >= 4 */
+    uint32_t struct_size; /* sizeof(pb_profile_params); >= 12 */
     uint32_t num_layers;  /* [32] layers, 1 .. PB_PROFILE_MAX_LAYERS */
     uint32_t max_len;     /* [4096] the longest row accepted, and the last k
                              of the mass curve; 1 .. PB_PROFILE_MAX_LEN */
@@ -133,6 +138,15 @@ PB_API pb_status pb_profile_entropy(const pb_profile *profile, uint32_t layer,
  * num_layers, the layer has no row, or k is 0 or above max_len. O(k). */
 PB_API pb_status pb_profile_mass(const pb_profile *profile, uint32_t layer,
                                  uint32_t k, double *mass);
+
+/* The whole curve at once: out[i] = the mean mass at k = i + 1 for i = 0 ..
+ * n-1, exactly the values pb_profile_mass gives, in O(n).
+ *
+ * PB_OK; PB_ERR_NULL if profile or out is NULL; PB_ERR_PARAM if layer >=
+ * num_layers, the layer has no row, or n is 0 or above max_len. Nothing is
+ * written on error. */
+PB_API pb_status pb_profile_mass_curve(const pb_profile *profile,
+                                       uint32_t layer, double *out, size_t n);
 
 /* The smallest k whose mean mass, quantised to millionths
  * (floor(mass * 10^6 + 0.5)), is at least fraction_ppm; written to *k.

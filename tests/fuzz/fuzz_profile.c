@@ -25,7 +25,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_MAX_LAYERS 8u
-#define FZ_MAX_LEN 96u
+#define FZ_MAX_LEN 40u
 
 #define CHECK(cond)                                                        \
     do {                                                                   \
@@ -90,14 +90,18 @@ static void capture(const pb_profile *p, uint32_t layers, uint32_t max_len,
         }
         CHECK(pb_profile_entropy(p, l, &v->bits[l], NULL) == PB_OK);
         CHECK(v->bits[l] >= 0.0 && v->bits[l] <= log2((double)max_len) + 1e-9);
+        CHECK(pb_profile_mass_curve(p, l, v->mass[l], max_len) == PB_OK);
         double prev = 0.0;
         for (uint32_t k = 1; k <= max_len; ++k) {
-            double m = -1.0;
-            CHECK(pb_profile_mass(p, l, k, &m) == PB_OK);
+            const double m = v->mass[l][k - 1u];
             CHECK(m >= prev - 1e-12 && m <= 1.0 + 1e-12);
-            v->mass[l][k - 1u] = m;
             prev = m;
         }
+        /* One point through the O(k) query: the same bits. */
+        const uint32_t k = 1u + (uint32_t)(v->rows[l] % max_len);
+        double m = -1.0;
+        CHECK(pb_profile_mass(p, l, k, &m) == PB_OK);
+        CHECK(memcmp(&m, &v->mass[l][k - 1u], sizeof m) == 0);
         CHECK(v->mass[l][max_len - 1u] == 1.0);
     }
 }
@@ -161,7 +165,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pp->struct_size = (uint32_t)sizeof *pp;
     pp->num_layers = 1u + (byte(&in) % FZ_MAX_LAYERS);
     pp->max_len = 1u + (byte(&in) % FZ_MAX_LEN);
-    if (shape & 1u) pp->num_layers = u32(&in); /* any value: maybe refused */
+    if (shape & 1u) { /* 0 .. 31 or far too many: cheap either way */
+        const uint32_t v = u32(&in);
+        pp->num_layers = (v & 31u) | (v & 0x80000000u);
+    }
     if (shape & 2u) pp->struct_size = byte(&in);
     if (shape & 4u) blk.raw[sizeof *pp + byte(&in) % 16u] = byte(&in);
     size_t bytes = 0;
@@ -173,9 +180,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     CHECK(pb_profile_memory_bytes(a) == bytes);
-    /* The fields struct_size does not cover take their defaults. */
-    const uint32_t layers = pp->struct_size >= 8u ? pp->num_layers : 32u;
-    const uint32_t max_len = pp->struct_size >= 12u ? pp->max_len : 4096u;
+    CHECK(pp->struct_size >= PB_PROFILE_PARAMS_SIZE_0_2);
+    const uint32_t layers = pp->num_layers;
+    const uint32_t max_len = pp->max_len;
     {
         uint64_t rows = 1u;
         CHECK(pb_profile_layer_rows(a, layers - 1u, &rows) == PB_OK);
@@ -200,8 +207,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ca.fail_persist = 1;
 
     float row[FZ_MAX_LEN + 2u];
-    view before, after, other;
-    for (int step = 0; step < 64 && in.n > 0u; ++step) {
+    /* cur: what the API shows of profile a since its last change. */
+    view cur, now, other;
+    capture(a, layers, max_len, &cur);
+    for (int step = 0; step < 48 && in.n > 0u; ++step) {
         const uint8_t op = byte(&in);
         if (op < 200u) {
             const uint32_t layer = byte(&in) % (layers + 1u);
@@ -218,25 +227,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             else if (layer >= layers || len == 0u) want = PB_ERR_PARAM;
             else if (len > max_len) want = PB_ERR_LENGTH;
             else if (bad || !positive) want = PB_ERR_WEIGHT;
-            capture(a, layers, max_len, &before);
             const pb_status st =
                 pb_profile_add_row(a, layer, pass_null ? NULL : row, len);
             CHECK(st == want);
-            capture(a, layers, max_len, &after);
+            capture(a, layers, max_len, &now);
             if (st != PB_OK) {
-                CHECK(memcmp(&before, &after, sizeof before) == 0);
+                CHECK(memcmp(&cur, &now, sizeof cur) == 0);
             } else {
                 CHECK(pb_profile_add_row(b, layer, row, len) == PB_OK);
                 capture(b, layers, max_len, &other);
-                CHECK(memcmp(&after, &other, sizeof after) == 0);
+                CHECK(memcmp(&now, &other, sizeof now) == 0);
+                cur = now;
             }
         } else if (op < 210u) {
             CHECK(pb_profile_reset(a) == PB_OK);
             CHECK(pb_profile_reset(b) == PB_OK);
+            capture(a, layers, max_len, &cur);
         } else {
-            capture(a, layers, max_len, &after);
             const uint32_t ppm = 1u + u32(&in) % 1000000u;
-            check_derivations(a, &after, layers, max_len, ppm, byte(&in) % 40u);
+            check_derivations(a, &cur, layers, max_len, ppm, byte(&in) % 40u);
         }
     }
     CHECK(ca.alloc_calls == ca.fail_at - 1u);

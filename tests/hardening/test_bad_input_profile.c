@@ -133,10 +133,12 @@ static void profile_size_max_len_bounds(void **state) {
 static void profile_size_struct_size_short(void **state) {
     (void)state;
     pb_profile_params p = params(1u, 8u);
-    p.struct_size = 3u;
+    p.struct_size = PB_PROFILE_PARAMS_SIZE_0_2 - 1u;
     expect_size(&p, PB_ERR_PARAM);
     p.struct_size = 0u;
     expect_size(&p, PB_ERR_PARAM);
+    p.struct_size = PB_PROFILE_PARAMS_SIZE_0_2;
+    expect_size(&p, PB_OK);
 }
 
 static void profile_size_unknown_tail_nonzero(void **state) {
@@ -358,6 +360,24 @@ static void mass_bad(void **state) {
     expect_unchanged(f);
 }
 
+static void mass_curve_bad(void **state) {
+    fx *f = (fx *)*state;
+    double out[MAXLEN + 1u];
+    for (size_t i = 0; i <= MAXLEN; ++i) out[i] = 7.0;
+    assert_int_equal(pb_profile_mass_curve(NULL, 0u, out, 4u), PB_ERR_NULL);
+    assert_int_equal(pb_profile_mass_curve(f->p, 0u, NULL, 4u), PB_ERR_NULL);
+    assert_int_equal(pb_profile_mass_curve(f->p, LAYERS, out, 4u),
+                     PB_ERR_PARAM);
+    assert_int_equal(pb_profile_mass_curve(f->p, 1u, out, 4u), PB_ERR_PARAM);
+    assert_int_equal(pb_profile_mass_curve(f->p, 0u, out, 0u), PB_ERR_PARAM);
+    assert_int_equal(pb_profile_mass_curve(f->p, 0u, out, MAXLEN + 1u),
+                     PB_ERR_PARAM);
+    for (size_t i = 0; i <= MAXLEN; ++i) assert_true(out[i] == 7.0);
+    assert_int_equal(pb_profile_mass_curve(f->p, 0u, out, MAXLEN), PB_OK);
+    assert_true(out[MAXLEN - 1u] == 1.0 && out[MAXLEN] == 7.0);
+    expect_unchanged(f);
+}
+
 static void mass_k_bad(void **state) {
     fx *f = (fx *)*state;
     uint32_t k = CANARY;
@@ -478,6 +498,7 @@ int main(void) {
         FX(layer_rows_bad),
         FX(entropy_bad),
         FX(mass_bad),
+        FX(mass_curve_bad),
         FX(mass_k_bad),
         FX(weights_bad),
         FX(weights_no_layer_measured),

@@ -119,6 +119,14 @@ static void matches_reference_on_random_rows(void **state) {
             prev = m;
         }
         assert_true(prev == 1.0);
+        static double curve[REF_MAX_LEN];
+        assert_int_equal(pb_profile_mass_curve(prof, l, curve, REF_MAX_LEN),
+                         PB_OK);
+        for (uint32_t k = 1; k <= REF_MAX_LEN; ++k) {
+            double m = -1.0;
+            assert_int_equal(pb_profile_mass(prof, l, k, &m), PB_OK);
+            assert_memory_equal(&m, &curve[k - 1u], sizeof m);
+        }
         /* The smallest k for 50/90/99 %: the reference scans its curve
          * with the documented quantisation. */
         const uint32_t fracs[] = {500000u, 900000u, 990000u, 1000000u, 1u};
@@ -247,6 +255,22 @@ static void fit_ratio_recovers_an_arithmetic_schedule(void **state) {
         assert_int_equal(pb_profile_fit_ratio(shares, 32u, 64u, &r, &d), PB_OK);
         assert_int_equal(r, ratios[i]);
     }
+    /* The distance is computed from the library's own shares: weights
+     * equal to pb_kvcache_pyramid_budget(2^20, ...) are at distance 0. */
+    const uint32_t ns[] = {1u, 2u, 5u, 80u, 1000u};
+    static uint32_t exact[1000];
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; ++i) {
+        for (uint32_t r = 1; r <= 512u; r *= 8u) {
+            for (uint32_t l = 0; l < ns[i]; ++l)
+                exact[l] = pb_kvcache_pyramid_budget(1u << 20, l, ns[i], r);
+            uint32_t got = 0;
+            uint64_t d = 1;
+            assert_int_equal(pb_profile_fit_ratio(exact, ns[i], 600u, &got,
+                                                  &d), PB_OK);
+            assert_true(d == 0u);
+            if (ns[i] > 1u) assert_int_equal(got, r);
+        }
+    }
     /* Weights growing with depth (inverted) fit uniform. */
     uint32_t inv[32];
     for (uint32_t l = 0; l < 32u; ++l) inv[l] = 10u + 5u * l;
@@ -299,8 +323,8 @@ static void size_memory_and_reset(void **state) {
     assert_int_equal(a, b);
 }
 
-/* The struct_size rule: a shorter struct takes defaults for the fields it
- * does not cover; a longer one must be zero beyond the known fields. */
+/* The struct_size rule (docs/abi.md): below the first released size is
+ * refused; a longer struct must be zero beyond the known fields. */
 static void params_struct_size_rule(void **state) {
     (void)state;
     size_t def = 0, got = 0;
@@ -317,17 +341,13 @@ static void params_struct_size_rule(void **state) {
     assert_int_equal(got, def);
     big.extra[1] = 1u;
     assert_int_equal(pb_profile_size(&big.p, &got), PB_ERR_PARAM);
-    pb_profile_params small;
-    memset(&small, 0xff, sizeof small);
-    small.struct_size = 4u; /* covers struct_size only */
+    pb_profile_params small = PB_PROFILE_PARAMS_DEFAULT;
+    small.struct_size = PB_PROFILE_PARAMS_SIZE_0_2; /* the first release */
     assert_int_equal(pb_profile_size(&small, &got), PB_OK);
     assert_int_equal(got, def);
-    small.struct_size = 8u; /* covers num_layers: 0xffffffff refused */
+    small.struct_size = PB_PROFILE_PARAMS_SIZE_0_2 - 1u;
     assert_int_equal(pb_profile_size(&small, &got), PB_ERR_PARAM);
-    small.num_layers = 1u;
-    assert_int_equal(pb_profile_size(&small, &got), PB_OK);
-    assert_true(got < def);
-    small.struct_size = 3u;
+    small.struct_size = 4u;
     assert_int_equal(pb_profile_size(&small, &got), PB_ERR_PARAM);
 }
 
