@@ -10,7 +10,7 @@
  * It owns the declarations of the profile accumulator and its derivations;
  * reading attention from a model or a trace file is the caller's business
  * (the pyramidkv program's `calibrate` does it from a trace file). The
- * definitions are normative in docs/calibrate.md, "Attention profiles".
+ * definitions are normative in docs/spec.md §14.
  */
 #ifndef PYRAMIDKV_PYRAMIDKV_PROFILE_H
 #define PYRAMIDKV_PYRAMIDKV_PROFILE_H
@@ -57,8 +57,8 @@ typedef struct pb_profile_params {
 /* The exact bytes pb_profile_create would allocate for these params (NULL:
  * the defaults), written to *bytes on PB_OK: about 16 x num_layers x max_len
  * + 4 x max_len (a double sum and a row count per layer and k, one sorting
- * row); docs/spec.md gives the exact formula. Returns PB_OK; PB_ERR_NULL if bytes is NULL;
- * PB_ERR_PARAM if a parameter is refused; PB_ERR_TOO_LARGE if the size does
+ * row); docs/spec.md §14.1 gives the exact formula. Returns PB_OK;
+ * PB_ERR_NULL if bytes is NULL; PB_ERR_PARAM if a parameter is refused; PB_ERR_TOO_LARGE if the size does
  * not fit in size_t. Pure, no allocation, thread-safe. */
 PB_API pb_status pb_profile_size(const pb_profile_params *params,
                                  size_t *bytes);
@@ -101,7 +101,7 @@ PB_API pb_status pb_profile_reset(pb_profile *profile);
  *   mass m(k) = (the sum, in double, of the k largest entries taken in
  *     descending order) / S for k < len, and exactly 1 for k >= len.
  * The layer keeps the sums of H and of m(k) over its rows (in the order the
- * rows were added); docs/spec.md gives the exact summation.
+ * rows were added); docs/spec.md §14.4 gives the exact summation.
  *
  * Returns PB_OK; PB_ERR_NULL if profile or row is NULL; PB_ERR_PARAM if
  * layer >= num_layers or len is 0; PB_ERR_LENGTH if len > max_len;
