@@ -10,5 +10,8 @@
 int pb_cli_vectors(int argc, char **argv);
 int pb_cli_bench(int argc, char **argv);
 int pb_cli_plan(int argc, char **argv);
+int pb_cli_trace(int argc, char **argv);
+int pb_cli_calibrate(int argc, char **argv);
+int pb_cli_replay(int argc, char **argv);
 
 #endif /* PB_CLI_COMMANDS_H */

@@ -21,6 +21,12 @@ static const cli_command commands[] = {
      "pyramid vs uniform budgets at equal memory on layered traces"},
     {"plan", pb_cli_plan,
      "per-layer shares, K+V bytes and paged blocks for a runtime"},
+    {"trace", pb_cli_trace,
+     "check an attention trace file, or write a synthetic one"},
+    {"calibrate", pb_cli_calibrate,
+     "a model's layer profile from a trace, and schedules compared on it"},
+    {"replay", pb_cli_replay,
+     "a trace's decode rows through a policy under a schedule"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,508 @@
+/*
+ * cli_calibrate.c - `pyramidkv calibrate TRACE`: the model's per-layer
+ * attention profile from a trace file (entropy, support, k for 50/90/99 %
+ * of the mass), the schedule derived from it, and, at the user's average
+ * budget, the retained attention mass of every schedule measured by running
+ * prefill compression (the paper's selection) on the recorded window rows
+ * at equal total memory, best first, with a one-line recommendation.
+ * --plot draws the entropy profile and the shares with gnuplot.
+ *
+ * Owns the flags, the measurement loop and the output. Three passes over
+ * the file (scan, profile, compression); nothing is printed before the last
+ * one has read the whole file, so a malformed trace gives one error line
+ * and no output.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli_commands.h"
+#include "cli_options.h"
+#include "cli_trace_common.h"
+#include "pyramidkv/pyramidkv.h"
+#include "trace_io.h"
+
+#define MAX_SCHED 16u
+#define POOL_KERNEL 7u
+
+typedef struct cal_opts {
+    const char *path;
+    const char *plot;
+    uint32_t budget, fraction_ppm, floor_w;
+    int have_budget, have_floor, json, per_layer;
+} cal_opts;
+
+typedef struct cal_sched {
+    pb_cli_sched s;
+    uint32_t *shares;
+    double *mass_sum;  /* per layer, over its prefill records */
+    uint64_t total;
+    double mass;       /* mean over measured layers */
+    uint32_t measured; /* layers with a prefill record */
+} cal_sched;
+
+typedef struct cal_layer {
+    uint64_t rows, records;
+    double bits, support;
+    uint32_t k50, k90, k99;
+} cal_layer;
+
+static void help(FILE *out) {
+    fprintf(out,
+        "usage: pyramidkv calibrate TRACE [--budget B] [--fraction F] [--floor N]\n"
+        "                           [--per-layer] [--json] [--plot FILE.png]\n"
+        "\n"
+        "Measures a model's per-layer attention profile from a trace file\n"
+        "(docs/trace_format.md; `pyramidkv trace --make` writes synthetic ones,\n"
+        "bench/trace/pyramidkv_trace.py records a Hugging Face model) and\n"
+        "compares budget schedules on it.\n"
+        "\n"
+        "1. The profile, per layer, over every row of the trace: mean entropy in\n"
+        "   bits, effective support 2^H, and k50/k90/k99, the positions that hold\n"
+        "   50/90/99 %% of a row's attention mass (docs/calibrate.md).\n"
+        "2. The profile schedule: layer weights k for --fraction of the mass,\n"
+        "   floored at --floor, and the arithmetic pyramid ratio that fits best.\n"
+        "3. At average budget B per layer (the same total memory for every\n"
+        "   schedule), each prefill record is compressed with the paper's\n"
+        "   selection (window = its rows, pooling 7, max) to its layer's share,\n"
+        "   and the attention mass of its window rows on the kept positions is\n"
+        "   measured; per layer the mean over its records, overall the mean over\n"
+        "   layers. Schedules: uniform, arithmetic:2, :4, :8, profile. Best first,\n"
+        "   then a one-line recommendation.\n"
+        "\n"
+        "options:\n"
+        "  --budget B      average positions per layer, 1 .. 4294967295\n"
+        "                  [the longest prompt / 8, at least window + 1]\n"
+        "  --fraction F    mass fraction the profile weights hold, in percent,\n"
+        "                  1 .. 100 [90]\n"
+        "  --floor N       smallest profile weight, >= 1 [the largest window]\n"
+        "  --per-layer     also print every layer's share and mass per schedule\n"
+        "  --json          one JSON document instead of the tables\n"
+        "  --plot FILE     draw the entropy profile and the shares (PNG, gnuplot;\n"
+        "                  skipped with a message if gnuplot is missing)\n"
+        "  --help          this text\n"
+        "\n"
+        "Trace sizes: a prefill record is rows x prompt values (4 bytes each in\n"
+        "float32, 2 in float16). 32 layers x 8 KV heads x 32 window rows x an\n"
+        "8,192-position prompt is 67.1 M values: 256 MiB in float32, 128 MiB in\n"
+        "float16; record a subset of layers or heads, or the group reduced, to\n"
+        "shrink it (docs/calibrate.md).\n"
+        "\n"
+        "Exit status: 0 success, 1 a failed run, 2 a usage error or a malformed\n"
+        "trace (one line on stderr, nothing on stdout).\n");
+}
+
+static int parse(int argc, char **argv, cal_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->fraction_ppm = 900000u;
+    pb_cli_walk w;
+    pb_cli_walk_init(&w, "calibrate", argc, argv);
+    for (;;) {
+        if (w.next < argc && argv[w.next][0] != '-') {
+            if (o->path != NULL)
+                return pb_cli_usage_error("calibrate",
+                                          "more than one TRACE given");
+            o->path = argv[w.next++];
+            continue;
+        }
+        const int rc = pb_cli_walk_next(&w);
+        if (rc == 0) break;
+        if (rc != 1) return PB_CLI_USAGE;
+        const char *f = w.flag, *v = NULL;
+        if (strcmp(f, "--help") == 0) {
+            help(stdout);
+            return 1;
+        }
+        if (strcmp(f, "--json") == 0 || strcmp(f, "--per-layer") == 0) {
+            if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
+            if (f[2] == 'j') o->json = 1;
+            else o->per_layer = 1;
+            continue;
+        }
+        if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
+        if (strcmp(f, "--plot") == 0) {
+            o->plot = v;
+        } else if (strcmp(f, "--budget") == 0) {
+            if (pb_cli_parse_u32("calibrate", f, v, 1u, UINT32_MAX,
+                                 &o->budget) != 0)
+                return PB_CLI_USAGE;
+            o->have_budget = 1;
+        } else if (strcmp(f, "--fraction") == 0) {
+            uint32_t pct = 0;
+            if (pb_cli_parse_u32("calibrate", f, v, 1u, 100u, &pct) != 0)
+                return PB_CLI_USAGE;
+            o->fraction_ppm = pct * 10000u;
+        } else if (strcmp(f, "--floor") == 0) {
+            if (pb_cli_parse_u32("calibrate", f, v, 1u, UINT32_MAX,
+                                 &o->floor_w) != 0)
+                return PB_CLI_USAGE;
+            o->have_floor = 1;
+        } else {
+            return pb_cli_usage_error("calibrate",
+                                      "unknown option '%s' (see pyramidkv "
+                                      "calibrate --help)", f);
+        }
+    }
+    if (o->path == NULL)
+        return pb_cli_usage_error("calibrate",
+                                  "a TRACE file is required (see pyramidkv "
+                                  "calibrate --help)");
+    return 0;
+}
+
+/* The retained mass of one prefill record compressed to `share`: the
+ * paper's selection with the record's rows as the window. Returns 0 with
+ * *mass, or -1 with a message. */
+static int compress_mass(const pb_tr_record *rec, const float *v,
+                         uint32_t share, uint32_t *kept, double *mass,
+                         char *err, size_t err_len) {
+    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
+    p.recent_window = rec->rows;
+    p.obs_window = rec->rows;
+    p.pool_kernel = POOL_KERNEL;
+    p.num_layers = 1u;
+    p.pyramid_ratio = 1u;
+    p.budget = share > rec->rows ? share : rec->rows + 1u;
+    pb_kvcache_options opt = PB_KVCACHE_OPTIONS_DEFAULT;
+    opt.prefill_scope = PB_PREFILL_REFERENCE;
+    opt.prefill_max_len = rec->length;
+    pb_kvcache *kv = NULL;
+    pb_status st = pb_kvcache_pyramidkv_create(&p, &opt, NULL, &kv);
+    size_t n_kept = 0;
+    if (st == PB_OK)
+        st = pb_kvcache_prefill(kv, v, rec->rows, rec->length, share, NULL, 0,
+                                kept, rec->length, NULL, 0, &n_kept);
+    pb_kvcache_destroy(kv);
+    if (st != PB_OK) {
+        snprintf(err, err_len, "record %llu: prefill compression: %s",
+                 (unsigned long long)rec->index, pb_status_str(st));
+        return -1;
+    }
+    double held = 0.0, all = 0.0;
+    for (uint32_t j = 0; j < rec->rows; ++j) {
+        const float *row = v + (size_t)j * rec->length;
+        const size_t seen = (size_t)rec->query + j + 1u;
+        for (size_t i = 0; i < seen; ++i) all += row[i];
+        for (size_t i = 0; i < n_kept && kept[i] < seen; ++i)
+            held += row[kept[i]];
+    }
+    *mass = all > 0.0 ? held / all : 1.0;
+    return 0;
+}
+
+/* Pass 3: every prefill record under every schedule. */
+static int measure(const char *path, cal_sched *sc, size_t n_sched,
+                   const pb_cli_scan *scan, uint64_t *layer_records,
+                   char *err, size_t err_len) {
+    uint32_t *kept = (uint32_t *)malloc((size_t)scan->max_len * sizeof *kept);
+    pb_tr_reader *r = NULL;
+    if (kept == NULL || pb_tr_reader_open_file(path, &r, err, err_len) != 0) {
+        if (kept == NULL) snprintf(err, err_len, "out of memory");
+        free(kept);
+        return -1;
+    }
+    pb_tr_record rec;
+    const float *v;
+    int got;
+    while ((got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
+        if (rec.kind != PB_TR_PREFILL) continue;
+        layer_records[rec.layer] += 1u;
+        for (size_t s = 0; s < n_sched && got == 1; ++s) {
+            double m = 0.0;
+            if (compress_mass(&rec, v, sc[s].shares[rec.layer], kept, &m, err,
+                              err_len) != 0)
+                got = -1;
+            sc[s].mass_sum[rec.layer] += m;
+        }
+        if (got < 0) break;
+    }
+    pb_tr_reader_close(r);
+    free(kept);
+    return got < 0 ? -1 : 0;
+}
+
+static const char *shape_of(const uint32_t *shares, uint32_t layers) {
+    if (layers < 2u || shares[0] == shares[layers - 1u]) return "uniform";
+    return shares[0] > shares[layers - 1u] ? "funnel" : "inverted";
+}
+
+static int cmp_sched(const void *a, const void *b) {
+    const cal_sched *x = (const cal_sched *)a, *y = (const cal_sched *)b;
+    if (x->mass != y->mass) return x->mass > y->mass ? -1 : 1;
+    return strcmp(x->s.name, y->s.name);
+}
+
+static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
+                         const cal_layer *ly, const uint32_t *weights,
+                         uint32_t fit, const cal_sched *sc, size_t n_sched) {
+    const uint32_t L = scan->shape.num_layers;
+    printf("trace %s: %u layers, %u KV heads, group %u; %llu prefill records "
+           "(up to %u window rows over %u positions), %llu decode rows\n\n",
+           o->path, L, scan->shape.num_kv_heads, scan->shape.group_size,
+           (unsigned long long)scan->prefill, scan->max_window,
+           scan->max_prompt, (unsigned long long)scan->decode);
+    printf("layer profile (k50/k90/k99: positions holding 50/90/99 %% of a "
+           "row's mass)\n");
+    printf("%5s %9s %9s %9s %7s %7s %7s %7s\n", "layer", "rows", "entropy",
+           "support", "k50", "k90", "k99", "weight");
+    for (uint32_t l = 0; l < L; ++l) {
+        if (ly[l].rows == 0u) {
+            printf("%5u %9s %9s %9s %7s %7s %7s %7u\n", l, "-", "-", "-", "-",
+                   "-", "-", weights[l]);
+            continue;
+        }
+        printf("%5u %9llu %9.3f %9.1f %7u %7u %7u %7u\n", l,
+               (unsigned long long)ly[l].rows, ly[l].bits, ly[l].support,
+               ly[l].k50, ly[l].k90, ly[l].k99, weights[l]);
+    }
+    printf("\nprofile weights: k%u floored at %u; best-fitting arithmetic "
+           "ratio %u (%s profile)\n\n", o->fraction_ppm / 10000u, o->floor_w,
+           fit, shape_of(weights, L));
+    printf("retained attention mass of the window rows at budget %u per layer "
+           "(prefill compression, equal total memory), best first\n",
+           o->budget);
+    printf("%-14s %10s %8s %8s %8s %9s\n", "schedule", "total", "first",
+           "last", "shape", "mass");
+    for (size_t s = 0; s < n_sched; ++s)
+        printf("%-14s %10llu %8u %8u %8s %9.6f\n", sc[s].s.name,
+               (unsigned long long)sc[s].total, sc[s].shares[0],
+               sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].mass);
+    if (o->per_layer) {
+        printf("\nper layer: share / retained mass\n%5s", "layer");
+        for (size_t s = 0; s < n_sched; ++s) printf(" %17s", sc[s].s.name);
+        printf("\n");
+        for (uint32_t l = 0; l < L; ++l) {
+            printf("%5u", l);
+            for (size_t s = 0; s < n_sched; ++s) {
+                if (ly[l].records == 0u)
+                    printf(" %8u / %6s", sc[s].shares[l], "-");
+                else
+                    printf(" %8u / %6.4f", sc[s].shares[l],
+                           sc[s].mass_sum[l] / (double)ly[l].records);
+            }
+            printf("\n");
+        }
+    }
+    const cal_sched *best = &sc[0];
+    const cal_sched *uni = NULL;
+    for (size_t s = 0; s < n_sched; ++s)
+        if (strcmp(sc[s].s.name, "uniform") == 0) uni = &sc[s];
+    printf("\nrecommendation: %s (%s), retaining %.6f of the window's "
+           "attention against %.6f for uniform budgets\n", best->s.name,
+           shape_of(best->shares, L), best->mass,
+           uni != NULL ? uni->mass : 0.0);
+}
+
+static int print_json(const cal_opts *o, const pb_cli_scan *scan,
+                      const cal_layer *ly, const uint32_t *weights,
+                      uint32_t fit, const cal_sched *sc, size_t n_sched) {
+    const uint32_t L = scan->shape.num_layers;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "trace", o->path);
+    cJSON_AddNumberToObject(doc, "layers", L);
+    cJSON_AddNumberToObject(doc, "kvHeads", scan->shape.num_kv_heads);
+    cJSON_AddNumberToObject(doc, "groupSize", scan->shape.group_size);
+    cJSON_AddNumberToObject(doc, "budget", o->budget);
+    cJSON_AddNumberToObject(doc, "fractionPercent", o->fraction_ppm / 10000u);
+    cJSON_AddNumberToObject(doc, "floor", o->floor_w);
+    cJSON *prof = cJSON_AddArrayToObject(doc, "profile");
+    for (uint32_t l = 0; l < L; ++l) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "layer", l);
+        cJSON_AddNumberToObject(e, "rows", (double)ly[l].rows);
+        if (ly[l].rows != 0u) {
+            cJSON_AddNumberToObject(e, "entropyBits", ly[l].bits);
+            cJSON_AddNumberToObject(e, "support", ly[l].support);
+            cJSON_AddNumberToObject(e, "k50", ly[l].k50);
+            cJSON_AddNumberToObject(e, "k90", ly[l].k90);
+            cJSON_AddNumberToObject(e, "k99", ly[l].k99);
+        }
+        cJSON_AddNumberToObject(e, "weight", weights[l]);
+        cJSON_AddItemToArray(prof, e);
+    }
+    cJSON_AddNumberToObject(doc, "fitRatio", fit);
+    cJSON *arr = cJSON_AddArrayToObject(doc, "schedules");
+    for (size_t s = 0; s < n_sched; ++s) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "schedule", sc[s].s.name);
+        cJSON_AddStringToObject(e, "shape", shape_of(sc[s].shares, L));
+        cJSON_AddNumberToObject(e, "total", (double)sc[s].total);
+        cJSON_AddNumberToObject(e, "retainedAttentionMass", sc[s].mass);
+        cJSON *sh = cJSON_AddArrayToObject(e, "shares");
+        cJSON *lm = cJSON_AddArrayToObject(e, "layerMass");
+        for (uint32_t l = 0; l < L; ++l) {
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber(sc[s].shares[l]));
+            cJSON_AddItemToArray(
+                lm, ly[l].records == 0u
+                        ? cJSON_CreateNull()
+                        : cJSON_CreateNumber(sc[s].mass_sum[l] /
+                                             (double)ly[l].records));
+        }
+        cJSON_AddItemToArray(arr, e);
+    }
+    cJSON_AddStringToObject(doc, "recommendation", sc[0].s.name);
+    char *text = cJSON_Print(doc);
+    cJSON_Delete(doc);
+    if (text == NULL) return -1;
+    printf("%s\n", text);
+    cJSON_free(text);
+    return 0;
+}
+
+/* Draws the entropy per layer and every schedule's shares with gnuplot. */
+static void plot(const cal_opts *o, const pb_cli_scan *scan,
+                 const cal_layer *ly, const cal_sched *sc, size_t n_sched) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "pyramidkv calibrate: gnuplot not found; --plot %s "
+                        "skipped (Debian: apt-get install gnuplot-nox)\n",
+                o->plot);
+        return;
+    }
+    char data[] = "/tmp/pyramidkv-calibrate-XXXXXX";
+    const int fd = mkstemp(data);
+    if (fd < 0) {
+        fprintf(stderr, "pyramidkv calibrate: --plot: no temporary file\n");
+        return;
+    }
+    FILE *f = fdopen(fd, "w");
+    const uint32_t L = scan->shape.num_layers;
+    for (uint32_t l = 0; f != NULL && l < L; ++l) {
+        fprintf(f, "%u %.6f", l, ly[l].rows ? ly[l].bits : 0.0);
+        for (size_t s = 0; s < n_sched; ++s) fprintf(f, " %u", sc[s].shares[l]);
+        fprintf(f, "\n");
+    }
+    if (f != NULL) fclose(f);
+    FILE *gp = popen("gnuplot", "w");
+    if (gp == NULL) {
+        remove(data);
+        return;
+    }
+    fprintf(gp,
+            "set terminal pngcairo size 900,700 noenhanced\n"
+            "set output '%s'\n"
+            "set multiplot layout 2,1 title 'pyramidkv calibrate: %s'\n"
+            "set xlabel 'layer'\nset grid\nset key outside right\n"
+            "set ylabel 'mean entropy (bits)'\n"
+            "plot '%s' using 1:2 with linespoints title 'entropy'\n"
+            "set ylabel 'share at budget %u'\n"
+            "plot ", o->plot, o->path, data, o->budget);
+    for (size_t s = 0; s < n_sched; ++s)
+        fprintf(gp, "%s'%s' using 1:%zu with lines lw 2 title '%s'",
+                s ? ", " : "", data, s + 3u, sc[s].s.name);
+    fprintf(gp, "\nunset multiplot\n");
+    const int rc = pclose(gp);
+    remove(data);
+    if (rc != 0)
+        fprintf(stderr, "pyramidkv calibrate: gnuplot failed; %s not "
+                        "written\n", o->plot);
+}
+
+int pb_cli_calibrate(int argc, char **argv) {
+    cal_opts o;
+    const int prc = parse(argc, argv, &o);
+    if (prc == 1) return 0;
+    if (prc != 0) return prc;
+    char err[320];
+    pb_cli_scan scan;
+    if (pb_cli_scan_trace(o.path, &scan, err, sizeof err) != 0)
+        return pb_cli_trace_error("calibrate", o.path, err);
+    if (scan.prefill == 0u)
+        return pb_cli_trace_error("calibrate", o.path,
+                                  "no prefill record: calibrate compresses "
+                                  "the recorded window rows");
+    if (!o.have_budget) {
+        o.budget = scan.max_prompt / 8u;
+        if (o.budget <= scan.max_window) o.budget = scan.max_window + 1u;
+    }
+    if (!o.have_floor) o.floor_w = scan.max_window;
+    pb_profile *prof = NULL;
+    if (pb_cli_profile_trace(o.path, &scan, &prof, err, sizeof err) != 0)
+        return pb_cli_trace_error("calibrate", o.path, err);
+
+    const uint32_t L = scan.shape.num_layers;
+    cal_layer *ly = (cal_layer *)calloc(L, sizeof *ly);
+    uint32_t *weights = (uint32_t *)calloc(L, sizeof *weights);
+    uint64_t *recs = (uint64_t *)calloc(L, sizeof *recs);
+    cal_sched sc[MAX_SCHED];
+    memset(sc, 0, sizeof sc);
+    pb_cli_sched all[MAX_SCHED];
+    const size_t n_sched = pb_cli_sched_all(all, MAX_SCHED);
+    int rc = (ly == NULL || weights == NULL || recs == NULL) ? 1 : 0;
+    for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
+        sc[s].s = all[s];
+        sc[s].shares = (uint32_t *)calloc(L, sizeof(uint32_t));
+        sc[s].mass_sum = (double *)calloc(L, sizeof(double));
+        if (sc[s].shares == NULL || sc[s].mass_sum == NULL) rc = 1;
+    }
+    if (rc != 0) snprintf(err, sizeof err, "out of memory");
+    for (uint32_t l = 0; rc == 0 && l < L; ++l) {
+        (void)pb_profile_layer_rows(prof, l, &ly[l].rows);
+        if (ly[l].rows == 0u) continue;
+        (void)pb_profile_entropy(prof, l, &ly[l].bits, &ly[l].support);
+        (void)pb_profile_mass_k(prof, l, 500000u, &ly[l].k50);
+        (void)pb_profile_mass_k(prof, l, 900000u, &ly[l].k90);
+        (void)pb_profile_mass_k(prof, l, 990000u, &ly[l].k99);
+    }
+    uint32_t fit = 1u;
+    if (rc == 0) {
+        pb_status st = pb_profile_weights(prof, o.fraction_ppm, o.floor_w,
+                                          weights, L);
+        if (st == PB_OK) st = pb_profile_fit_ratio(weights, L, 64u, &fit, NULL);
+        if (st != PB_OK) {
+            snprintf(err, sizeof err, "profile schedule: %s",
+                     pb_status_str(st));
+            rc = 1;
+        }
+    }
+    pb_profile_destroy(prof);
+    for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
+        if (pb_cli_sched_shares(&sc[s].s, o.budget, L, weights,
+                                scan.max_window + 1u, sc[s].shares, err,
+                                sizeof err) != 0)
+            rc = 1;
+        for (uint32_t l = 0; rc == 0 && l < L; ++l)
+            sc[s].total += sc[s].shares[l];
+    }
+    if (rc == 0 && measure(o.path, sc, n_sched, &scan, recs, err,
+                           sizeof err) != 0)
+        rc = 2;
+    if (rc == 0) {
+        for (size_t s = 0; s < n_sched; ++s) {
+            double sum = 0.0;
+            uint32_t n = 0;
+            for (uint32_t l = 0; l < L; ++l) {
+                if (recs[l] == 0u) continue;
+                sum += sc[s].mass_sum[l] / (double)recs[l];
+                n += 1u;
+            }
+            sc[s].measured = n;
+            sc[s].mass = n ? sum / n : 0.0;
+        }
+        for (uint32_t l = 0; l < L; ++l) ly[l].records = recs[l];
+        qsort(sc, n_sched, sizeof sc[0], cmp_sched);
+        if (o.json) {
+            if (print_json(&o, &scan, ly, weights, fit, sc, n_sched) != 0)
+                rc = 1;
+        } else {
+            print_tables(&o, &scan, ly, weights, fit, sc, n_sched);
+        }
+        if (rc == 0 && o.plot != NULL) plot(&o, &scan, ly, sc, n_sched);
+    } else if (rc == 2) {
+        (void)pb_cli_trace_error("calibrate", o.path, err);
+    } else {
+        fprintf(stderr, "pyramidkv calibrate: %s\n", err);
+    }
+    for (size_t s = 0; s < n_sched; ++s) {
+        free(sc[s].shares);
+        free(sc[s].mass_sum);
+    }
+    free(ly);
+    free(weights);
+    free(recs);
+    return rc;
+}

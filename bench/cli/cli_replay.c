@@ -1,0 +1,529 @@
+/*
+ * cli_replay.c - `pyramidkv replay TRACE --policy NAME --schedule NAME
+ * --budget B`: feeds the decode rows recorded in a trace through a policy,
+ * one instance per (layer, KV head, query head) stream, each layer held to
+ * its share under the schedule, and prints the measures of `pyramidkv
+ * bench`: retained attention mass, heavy-hitter recall (top 32), eviction
+ * calls, the sum of shares and the peak positions held.
+ *
+ * Owns the flags, the stream bookkeeping and the output. Two or three
+ * passes over the file (scan, the profile when the schedule needs it, the
+ * replay); nothing is printed before the last one has read the whole file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli_commands.h"
+#include "cli_options.h"
+#include "cli_trace_common.h"
+#include "pyramidkv/pyramidkv.h"
+#include "trace_io.h"
+#include "workload_metrics.h"
+
+#define MAX_STREAMS (1u << 22)
+
+/* The policies by name: the engine's scorer, whether --recent applies (the
+ * others protect no recent window) and the attention sinks. */
+typedef struct rp_policy {
+    const char *name;
+    uint32_t scorer;
+    int has_recent;
+    uint32_t sinks;
+} rp_policy;
+
+static const rp_policy POLICIES[] = {
+    {"pyramidkv", PB_SCORER_WINDOW, 1, 0u},
+    {"snapkv", PB_SCORER_WINDOW, 1, 0u},
+    {"h2o", PB_SCORER_CUMULATIVE, 1, 0u},
+    {"scissorhands", PB_SCORER_VOTES, 1, 0u},
+    {"tova", PB_SCORER_LAST, 0, 0u},
+    {"streamingllm", PB_SCORER_NONE, 0, 4u},
+    {"sliding-window", PB_SCORER_NONE, 0, 0u},
+};
+#define N_POLICIES (sizeof POLICIES / sizeof POLICIES[0])
+
+typedef struct rp_opts {
+    const char *path, *policy;
+    const rp_policy *pol;
+    pb_cli_sched sched;
+    uint32_t budget, recent, obs, kernel;
+    int have_policy, have_sched, have_budget, per_layer, json;
+} rp_opts;
+
+/* One (layer, KV head, query head) stream. */
+typedef struct stream {
+    pb_kvcache *kv;
+    uint32_t *kept; /* held positions, ascending: mirrors the instance */
+    size_t n_kept, cap;
+    uint32_t layer;
+    uint32_t last; /* the newest position admitted */
+} stream;
+
+typedef struct rp_layer {
+    uint32_t share;
+    double retained_sum;
+    uint64_t steps, hits, hit_slots, evictions, peak;
+} rp_layer;
+
+typedef struct rp_state {
+    const rp_opts *o;
+    pb_tr_shape shape;
+    uint32_t max_prompt;
+    stream *streams;
+    size_t n_streams;
+    rp_layer *layers;
+    uint32_t *victims;
+    size_t victims_cap;
+    float *attn;
+    uint32_t top[PB_WL_TOPK];
+    char *err;
+    size_t err_len;
+    int counting; /* evictions are counted during decode rows only */
+} rp_state;
+
+static void help(FILE *out) {
+    fprintf(out,
+        "usage: pyramidkv replay TRACE --policy NAME --schedule NAME --budget B\n"
+        "                        [--recent N] [--obs N] [--kernel N] [--per-layer]\n"
+        "                        [--json]\n"
+        "\n"
+        "Replays the decode rows of an attention trace (docs/trace_format.md)\n"
+        "through a policy: one instance per (layer, KV head, query head) stream,\n"
+        "layer l evicted down to its share under the schedule whenever it holds\n"
+        "more. Before each decode row the policy's held positions are measured\n"
+        "against it: the retained attention mass (the row's mass on held\n"
+        "positions over its mass on all earlier positions) and the heavy-hitter\n"
+        "recall (held positions among the row's top 32); then the row is observed,\n"
+        "its position admitted, and the layer evicted if over its share. A\n"
+        "stream's prefill record, if any, first compresses its prompt\n"
+        "(pb_kvcache_prefill for the window scorer; the other scorers are fed\n"
+        "its rows as decode steps); positions no record covers are admitted\n"
+        "without observation. Eviction calls are counted during decode rows.\n"
+        "The measures are those of `pyramidkv bench`.\n"
+        "\n"
+        "options:\n"
+        "  --policy NAME    pyramidkv, snapkv (the window scorer; both take the\n"
+        "                   layer's share from the schedule), h2o, scissorhands,\n"
+        "                   tova, streamingllm (4 sinks) or sliding-window\n"
+        "                   (docs/spec.md §13) (required)\n"
+        "  --schedule NAME  uniform, arithmetic:R (R >= 1), pyramid (arithmetic:4)\n"
+        "                   or profile (weights from this trace's own profile,\n"
+        "                   k90 floored at the recent window) (required)\n"
+        "  --budget B       average positions per layer, > --recent (required)\n"
+        "  --recent N       newest positions never evicted [32]; tova,\n"
+        "                   streamingllm and sliding-window protect none\n"
+        "  --obs N          observation window in decode steps [16]\n"
+        "  --kernel N       pooling width, odd [7]\n"
+        "  --per-layer      also print every layer\n"
+        "  --json           one JSON document instead of the table\n"
+        "  --help           this text\n"
+        "\n"
+        "Exit status: 0 success, 1 a failed run, 2 a usage error or a malformed\n"
+        "trace (one line on stderr, nothing on stdout).\n");
+}
+
+static int parse(int argc, char **argv, rp_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->recent = 32u;
+    o->obs = 16u;
+    o->kernel = 7u;
+    pb_cli_walk w;
+    pb_cli_walk_init(&w, "replay", argc, argv);
+    for (;;) {
+        if (w.next < argc && argv[w.next][0] != '-') {
+            if (o->path != NULL)
+                return pb_cli_usage_error("replay", "more than one TRACE given");
+            o->path = argv[w.next++];
+            continue;
+        }
+        const int rc = pb_cli_walk_next(&w);
+        if (rc == 0) break;
+        if (rc != 1) return PB_CLI_USAGE;
+        const char *f = w.flag, *v = NULL;
+        if (strcmp(f, "--help") == 0) {
+            help(stdout);
+            return 1;
+        }
+        if (strcmp(f, "--json") == 0 || strcmp(f, "--per-layer") == 0) {
+            if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
+            if (f[2] == 'j') o->json = 1;
+            else o->per_layer = 1;
+            continue;
+        }
+        if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
+        if (strcmp(f, "--policy") == 0) {
+            for (size_t i = 0; i < N_POLICIES; ++i)
+                if (strcmp(v, POLICIES[i].name) == 0) o->pol = &POLICIES[i];
+            if (o->pol == NULL)
+                return pb_cli_usage_error("replay",
+                                          "--policy: '%s' is not pyramidkv, "
+                                          "snapkv, h2o, scissorhands, tova, "
+                                          "streamingllm or sliding-window", v);
+            o->policy = v;
+            o->have_policy = 1;
+        } else if (strcmp(f, "--schedule") == 0) {
+            if (pb_cli_sched_parse(v, &o->sched) != 0)
+                return pb_cli_usage_error("replay",
+                                          "--schedule: '%s' is not uniform, "
+                                          "arithmetic:R, pyramid or profile", v);
+            o->have_sched = 1;
+        } else if (strcmp(f, "--budget") == 0) {
+            if (pb_cli_parse_u32("replay", f, v, 1u, UINT32_MAX - 1u,
+                                 &o->budget) != 0)
+                return PB_CLI_USAGE;
+            o->have_budget = 1;
+        } else if (strcmp(f, "--recent") == 0) {
+            if (pb_cli_parse_u32("replay", f, v, 0u, 1u << 20, &o->recent))
+                return PB_CLI_USAGE;
+        } else if (strcmp(f, "--obs") == 0) {
+            if (pb_cli_parse_u32("replay", f, v, 1u, 1u << 16, &o->obs))
+                return PB_CLI_USAGE;
+        } else if (strcmp(f, "--kernel") == 0) {
+            if (pb_cli_parse_u32("replay", f, v, 1u, 1u << 16, &o->kernel))
+                return PB_CLI_USAGE;
+            if (o->kernel % 2u == 0u)
+                return pb_cli_usage_error("replay", "--kernel must be odd");
+        } else {
+            return pb_cli_usage_error("replay",
+                                      "unknown option '%s' (see pyramidkv "
+                                      "replay --help)", f);
+        }
+    }
+    if (o->path == NULL)
+        return pb_cli_usage_error("replay", "a TRACE file is required");
+    if (!o->have_policy) return pb_cli_usage_error("replay", "--policy is required");
+    if (!o->have_sched) return pb_cli_usage_error("replay", "--schedule is required");
+    if (!o->have_budget) return pb_cli_usage_error("replay", "--budget is required");
+    if (!o->pol->has_recent) o->recent = 0u;
+    if (o->budget <= o->recent)
+        return pb_cli_usage_error("replay", "--budget must exceed --recent (%u)",
+                                  o->recent);
+    return 0;
+}
+
+static int say(rp_state *s, const char *fmt, unsigned long long a,
+               const char *what) {
+    snprintf(s->err, s->err_len, fmt, a, what);
+    return -1;
+}
+
+/* Creates the stream's instance (pb_kvcache_create): the policy's scorer
+ * and sinks, the layer's share from the schedule. */
+static int stream_open(rp_state *s, stream *st, uint32_t layer) {
+    const rp_opts *o = s->o;
+    const uint32_t share = s->layers[layer].share ? s->layers[layer].share : 1u;
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.recent_window = o->recent;
+    c.obs_window = o->obs;
+    c.pool_kernel = o->kernel;
+    c.budget = share > o->recent ? share : o->recent + 1u;
+    c.share = share;
+    c.scorer = o->pol->scorer;
+    c.sinks = o->pol->sinks;
+    if (c.scorer == PB_SCORER_WINDOW && c.sinks == 0u)
+        c.prefill_max_len = s->max_prompt;
+    const pb_status ps = pb_kvcache_create(&c, NULL, &st->kv);
+    if (ps != PB_OK) return say(s, "layer %llu: create: %s", layer, pb_status_str(ps));
+    st->cap = pb_kvcache_capacity(st->kv) + 1u;
+    if (s->max_prompt + 1u > st->cap) st->cap = s->max_prompt + 1u;
+    st->kept = (uint32_t *)malloc(st->cap * sizeof *st->kept);
+    if (st->kept == NULL) return say(s, "layer %llu: %s", layer, "out of memory");
+    st->kept[0] = 0u;
+    st->n_kept = 1u;
+    st->layer = layer;
+    st->last = 0u;
+    return 0;
+}
+
+/* Evicts the stream down to its share and mirrors the victims. */
+static int stream_evict(rp_state *s, stream *st) {
+    rp_layer *ly = &s->layers[st->layer];
+    if (st->n_kept <= ly->share) return 0;
+    size_t n = 0;
+    const pb_status ps = pb_kvcache_evict(st->kv, ly->share, s->victims,
+                                          s->victims_cap, &n);
+    if (ps != PB_OK) return say(s, "layer %llu: evict: %s", st->layer, pb_status_str(ps));
+    if (n == 0u) return 0; /* a floor above the share: nothing goes */
+    if (s->counting) ly->evictions += 1u;
+    size_t w = 0, v = 0;
+    for (size_t i = 0; i < st->n_kept; ++i) {
+        if (v < n && st->kept[i] == s->victims[v]) {
+            ++v;
+            continue;
+        }
+        st->kept[w++] = st->kept[i];
+    }
+    st->n_kept = w;
+    return 0;
+}
+
+/* Admits pos without observation (a position no row covers). The last
+ * scorer (TOVA) never evicts an unobserved position, so for it the step
+ * observes zeros instead: every held position scores 0. */
+static int stream_admit(rp_state *s, stream *st, uint32_t pos) {
+    const float *zeros = NULL;
+    if (s->o->pol->scorer == PB_SCORER_LAST) {
+        memset(s->attn, 0, st->n_kept * sizeof *s->attn);
+        zeros = s->attn;
+    }
+    const pb_status ps = pb_kvcache_observe(st->kv, pos, zeros,
+                                            zeros ? st->n_kept : 0u);
+    if (ps != PB_OK) return say(s, "layer %llu: observe: %s", st->layer, pb_status_str(ps));
+    st->kept[st->n_kept++] = pos;
+    st->last = pos;
+    return stream_evict(s, st);
+}
+
+/* A prefill record: the window scorer compresses the prompt in one call
+ * (pb_kvcache_prefill); the other scorers, which take no prefill, are fed
+ * the same steps one by one (positions before the first row admitted
+ * without observation, then each row as the step admitting its query). */
+static int on_decode(rp_state *s, stream *st, const pb_tr_record *r,
+                     uint32_t q, const float *row, int measure);
+
+static int on_prefill(rp_state *s, stream *st, const pb_tr_record *r,
+                      const float *v) {
+    if (pb_kvcache_reset(st->kv) != PB_OK) return -1;
+    st->kept[0] = 0u;
+    st->n_kept = 1u;
+    st->last = 0u;
+    if (s->o->pol->scorer != PB_SCORER_WINDOW || s->o->pol->sinks != 0u) {
+        for (uint32_t j = 0; j < r->rows; ++j) {
+            const uint32_t q = r->query + j;
+            if (q == 0u) continue; /* position 0 is held already */
+            if (on_decode(s, st, r, q, v + (size_t)j * r->length, 0) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    size_t n = 0;
+    const pb_status ps = pb_kvcache_prefill(st->kv, v, r->rows, r->length,
+                                            s->layers[r->layer].share, NULL, 0,
+                                            st->kept, st->cap, NULL, 0, &n);
+    if (ps != PB_OK)
+        return say(s, "record %llu: prefill: %s", r->index, pb_status_str(ps));
+    st->n_kept = n;
+    st->last = r->length - 1u;
+    return 0;
+}
+
+static int on_decode(rp_state *s, stream *st, const pb_tr_record *r,
+                     uint32_t q, const float *row, int measure) {
+    const uint32_t last = st->last;
+    s->counting = measure;
+    if (q <= last)
+        return say(s, "record %llu: %s", r->index,
+                   "a stream's decode rows must come in increasing query "
+                   "positions");
+    for (uint32_t pos = last + 1u; pos < q; ++pos)
+        if (stream_admit(s, st, pos) != 0) return -1;
+    rp_layer *ly = &s->layers[st->layer];
+    double all = 0.0, held = 0.0;
+    for (uint32_t p = 0; p < q; ++p) all += row[p];
+    for (size_t i = 0; i < st->n_kept; ++i) {
+        s->attn[i] = row[st->kept[i]];
+        held += s->attn[i];
+    }
+    if (measure && q > 0u) {
+        const uint32_t n_top = pb_wl_top_positions(row, q, PB_WL_TOPK, s->top);
+        size_t i = 0;
+        for (uint32_t j = 0; j < n_top; ++j) { /* both ascending */
+            while (i < st->n_kept && st->kept[i] < s->top[j]) ++i;
+            ly->hits += i < st->n_kept && st->kept[i] == s->top[j];
+        }
+        ly->hit_slots += n_top;
+        ly->retained_sum += all > 0.0 ? held / all : 1.0;
+        ly->steps += 1u;
+    }
+    const pb_status ps = pb_kvcache_observe(st->kv, q, s->attn, st->n_kept);
+    if (ps != PB_OK) return say(s, "record %llu: observe: %s", r->index, pb_status_str(ps));
+    st->kept[st->n_kept++] = q;
+    st->last = q;
+    if (st->n_kept > ly->peak) ly->peak = st->n_kept;
+    return stream_evict(s, st);
+}
+
+static int replay(rp_state *s, const pb_cli_scan *scan) {
+    pb_tr_reader *r = NULL;
+    if (pb_tr_reader_open_file(s->o->path, &r, s->err, s->err_len) != 0)
+        return -1;
+    const size_t groups = (size_t)s->shape.group_size + 1u;
+    pb_tr_record rec;
+    const float *v;
+    int got;
+    (void)scan;
+    while ((got = pb_tr_reader_next(r, &rec, &v, s->err, s->err_len)) == 1) {
+        const size_t g = rec.qhead == PB_TR_GROUP_REDUCED ? s->shape.group_size
+                                                         : rec.qhead;
+        stream *st = &s->streams[((size_t)rec.layer * s->shape.num_kv_heads +
+                                  rec.head) * groups + g];
+        if (st->kv == NULL && stream_open(s, st, rec.layer) != 0) got = -1;
+        else if (rec.kind == PB_TR_PREFILL) got = on_prefill(s, st, &rec, v);
+        else got = on_decode(s, st, &rec, rec.query, v, 1);
+        if (got < 0) break;
+    }
+    pb_tr_reader_close(r);
+    return got < 0 ? -1 : 0;
+}
+
+static void report(const rp_state *s, uint64_t share_total) {
+    const rp_opts *o = s->o;
+    const uint32_t L = s->shape.num_layers;
+    double mass = 0.0;
+    uint32_t measured = 0;
+    uint64_t hits = 0, slots = 0, ev = 0, peak = 0, steps = 0;
+    for (uint32_t l = 0; l < L; ++l) {
+        const rp_layer *ly = &s->layers[l];
+        hits += ly->hits;
+        slots += ly->hit_slots;
+        ev += ly->evictions;
+        peak += ly->peak;
+        steps += ly->steps;
+        if (ly->steps == 0u) continue;
+        mass += ly->retained_sum / (double)ly->steps;
+        measured += 1u;
+    }
+    mass = measured ? pb_wl_round6(mass / measured) : 0.0;
+    const double recall = slots ? pb_wl_round6((double)hits / (double)slots) : 0.0;
+    if (o->json) {
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "trace", o->path);
+        cJSON_AddStringToObject(doc, "policy", o->policy);
+        cJSON_AddStringToObject(doc, "schedule", o->sched.name);
+        cJSON_AddNumberToObject(doc, "budget", o->budget);
+        cJSON_AddNumberToObject(doc, "layers", L);
+        cJSON_AddNumberToObject(doc, "decodeRows", (double)steps);
+        cJSON_AddNumberToObject(doc, "retainedAttentionMass", mass);
+        cJSON_AddNumberToObject(doc, "heavyHitterRecall", recall);
+        cJSON_AddNumberToObject(doc, "evictionCalls", (double)ev);
+        cJSON_AddNumberToObject(doc, "shareTotal", (double)share_total);
+        cJSON_AddNumberToObject(doc, "peakHeldSum", (double)peak);
+        cJSON *arr = cJSON_AddArrayToObject(doc, "perLayer");
+        for (uint32_t l = 0; l < L; ++l) {
+            const rp_layer *ly = &s->layers[l];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "layer", l);
+            cJSON_AddNumberToObject(e, "share", ly->share);
+            cJSON_AddNumberToObject(e, "rows", (double)ly->steps);
+            if (ly->steps) {
+                cJSON_AddNumberToObject(e, "mass", pb_wl_round6(ly->retained_sum / (double)ly->steps));
+                cJSON_AddNumberToObject(e, "recall", pb_wl_round6((double)ly->hits / (double)ly->hit_slots));
+            }
+            cJSON_AddNumberToObject(e, "evictionCalls", (double)ly->evictions);
+            cJSON_AddItemToArray(arr, e);
+        }
+        char *text = cJSON_Print(doc);
+        cJSON_Delete(doc);
+        if (text != NULL) printf("%s\n", text);
+        cJSON_free(text);
+        return;
+    }
+    printf("replay %s: %u layers, %u KV heads, group %u; %llu decode rows\n",
+           o->path, L, s->shape.num_kv_heads, s->shape.group_size,
+           (unsigned long long)steps);
+    printf("%-10s %-14s %7s %10s %9s %9s %10s %10s\n", "policy", "schedule",
+           "budget", "shares", "mass", "recall", "evictions", "peak held");
+    printf("%-10s %-14s %7u %10llu %9.6f %9.6f %10llu %10llu\n", o->policy,
+           o->sched.name, o->budget, (unsigned long long)share_total, mass,
+           recall, (unsigned long long)ev, (unsigned long long)peak);
+    if (!o->per_layer) return;
+    printf("\n%5s %8s %8s %9s %9s %10s %8s\n", "layer", "share", "rows", "mass",
+           "recall", "evictions", "peak");
+    for (uint32_t l = 0; l < L; ++l) {
+        const rp_layer *ly = &s->layers[l];
+        if (ly->steps == 0u) {
+            printf("%5u %8u %8s %9s %9s %10llu %8llu\n", l, ly->share, "0", "-",
+                   "-", (unsigned long long)ly->evictions,
+                   (unsigned long long)ly->peak);
+            continue;
+        }
+        printf("%5u %8u %8llu %9.6f %9.6f %10llu %8llu\n", l, ly->share,
+               (unsigned long long)ly->steps,
+               pb_wl_round6(ly->retained_sum / (double)ly->steps),
+               pb_wl_round6((double)ly->hits / (double)ly->hit_slots),
+               (unsigned long long)ly->evictions, (unsigned long long)ly->peak);
+    }
+}
+
+int pb_cli_replay(int argc, char **argv) {
+    rp_opts o;
+    const int prc = parse(argc, argv, &o);
+    if (prc == 1) return 0;
+    if (prc != 0) return prc;
+    char err[320];
+    pb_cli_scan scan;
+    if (pb_cli_scan_trace(o.path, &scan, err, sizeof err) != 0)
+        return pb_cli_trace_error("replay", o.path, err);
+    const uint32_t L = scan.shape.num_layers;
+    const uint64_t n_streams = (uint64_t)L * scan.shape.num_kv_heads *
+                               ((uint64_t)scan.shape.group_size + 1u);
+    if (n_streams > MAX_STREAMS)
+        return pb_cli_trace_error("replay", o.path,
+                                  "too many (layer, head) streams for replay");
+    rp_state s;
+    memset(&s, 0, sizeof s);
+    s.o = &o;
+    s.shape = scan.shape;
+    s.max_prompt = scan.max_prompt;
+    s.err = err;
+    s.err_len = sizeof err;
+    s.streams = (stream *)calloc((size_t)n_streams, sizeof *s.streams);
+    s.n_streams = (size_t)n_streams;
+    s.layers = (rp_layer *)calloc(L, sizeof *s.layers);
+    uint32_t *weights = (uint32_t *)calloc(L, sizeof *weights);
+    uint32_t *shares = (uint32_t *)calloc(L, sizeof *shares);
+    s.victims_cap = (size_t)scan.max_len + 2u;
+    s.victims = (uint32_t *)malloc(s.victims_cap * sizeof(uint32_t));
+    s.attn = (float *)malloc(((size_t)scan.max_len + 2u) * sizeof(float));
+    int rc = 0;
+    if (s.streams == NULL || s.layers == NULL || weights == NULL ||
+        shares == NULL || s.victims == NULL || s.attn == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = 1;
+    }
+    if (rc == 0 && o.sched.kind == PB_CLI_SCHED_PROFILE) {
+        pb_profile *prof = NULL;
+        if (pb_cli_profile_trace(o.path, &scan, &prof, err, sizeof err) != 0) {
+            rc = 2;
+        } else {
+            const pb_status st = pb_profile_weights(
+                prof, 900000u, o.recent + 1u, weights, L);
+            if (st != PB_OK) {
+                snprintf(err, sizeof err, "profile schedule: %s", pb_status_str(st));
+                rc = 1;
+            }
+            pb_profile_destroy(prof);
+        }
+    }
+    uint64_t share_total = 0;
+    if (rc == 0 &&
+        pb_cli_sched_shares(&o.sched, o.budget, L, weights, o.recent + 1u,
+                            shares, err, sizeof err) != 0)
+        rc = 1;
+    for (uint32_t l = 0; rc == 0 && l < L; ++l) {
+        s.layers[l].share = shares[l];
+        share_total += shares[l];
+    }
+    if (rc == 0 && scan.decode == 0u) {
+        snprintf(err, sizeof err, "no decode row: replay feeds decode rows");
+        rc = 2;
+    }
+    if (rc == 0 && replay(&s, &scan) != 0) rc = 2;
+    if (rc == 0) report(&s, share_total);
+    else if (rc == 2) (void)pb_cli_trace_error("replay", o.path, err);
+    else fprintf(stderr, "pyramidkv replay: %s\n", err);
+    for (size_t i = 0; s.streams != NULL && i < s.n_streams; ++i) {
+        pb_kvcache_destroy(s.streams[i].kv);
+        free(s.streams[i].kept);
+    }
+    free(s.streams);
+    free(s.layers);
+    free(weights);
+    free(shares);
+    free(s.victims);
+    free(s.attn);
+    return rc;
+}

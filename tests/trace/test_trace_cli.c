@@ -1,0 +1,269 @@
+/*
+ * test_trace_cli.c - the pyramidkv program on trace files (its path is
+ * argv[1]): `trace`, `calibrate` and `replay` on the malformed files of
+ * docs/trace_format.md (truncated, bit-flipped, wrong magic, wrong version,
+ * oversize header, missing) each exit with status 2, print nothing on
+ * stdout and exactly one line on stderr holding the documented message;
+ * and `calibrate` on synthetic 32-layer traces recommends a funnel for the
+ * funnel profile and an inverted or uniform schedule for the inverted one.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "trace_io.h"
+
+static const char *bin;
+
+typedef struct run_out {
+    int status;
+    char out[65536];
+    char err[4096];
+} run_out;
+
+static void read_file(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = 0;
+    if (f != NULL) {
+        n = fread(buf, 1, cap - 1u, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+}
+
+static void run(const char *args, run_out *r) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s >tc_out.txt 2>tc_err.txt", bin, args);
+    const int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    read_file("tc_out.txt", r->out, sizeof r->out);
+    read_file("tc_err.txt", r->err, sizeof r->err);
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    const long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)len + 8192u);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+static void spit(const char *path, const unsigned char *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Every command that reads a trace refuses `path` with `want`. */
+static void expect_refused(const char *path, const char *want) {
+    const char *cmds[] = {
+        "trace %s", "trace %s --dump", "calibrate %s", "calibrate %s --json",
+        "replay %s --policy snapkv --schedule uniform --budget 40",
+    };
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; ++c) {
+        char args[512];
+        snprintf(args, sizeof args, cmds[c], path);
+        static run_out r;
+        run(args, &r);
+        if (r.status != 2 || r.out[0] != '\0' || strstr(r.err, want) == NULL)
+            fail_msg("'%s': status %d, stdout '%.80s', stderr '%s' (want '%s')",
+                     args, r.status, r.out, r.err, want);
+        /* One line: the only newline is the last character. */
+        const char *nl = strchr(r.err, '\n');
+        assert_non_null(nl);
+        assert_true(nl[1] == '\0');
+        assert_true(strncmp(r.err, "pyramidkv ", 10) == 0);
+    }
+}
+
+static void malformed_files(void **state) {
+    (void)state;
+    static run_out r;
+    run("trace --make funnel --out tc_good.trace --layers 4 --kv-heads 1 "
+        "--prompt 64 --window 8 --decode 3", &r);
+    assert_int_equal(r.status, 0);
+    size_t n = 0;
+    unsigned char *good = slurp("tc_good.trace", &n);
+    unsigned char *buf = malloc(n + 8192u);
+    assert_non_null(buf);
+
+    run("trace tc_good.trace", &r);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "4 prefill, 12 decode"));
+
+    spit("tc_bad.trace", good, n / 2u);
+    expect_refused("tc_bad.trace", "truncated");
+    spit("tc_bad.trace", good, n - PB_TR_RECORD_HEAD);
+    expect_refused("tc_bad.trace", "truncated: the file ends after 16 "
+                                   "records without the end record");
+
+    memcpy(buf, good, n);
+    buf[n / 2u] ^= 0x08u;
+    spit("tc_bad.trace", buf, n);
+    expect_refused("tc_bad.trace", "checksum mismatch (corrupt file)");
+
+    memcpy(buf, good, n);
+    memcpy(buf, "GIF89a..", 8);
+    spit("tc_bad.trace", buf, n);
+    expect_refused("tc_bad.trace", "not a pyramidkv trace (bad magic)");
+
+    memcpy(buf, good, n);
+    put32(buf + 8, 2u);
+    put32(buf + 36, pb_tr_crc32(0u, buf, 36u));
+    spit("tc_bad.trace", buf, n);
+    expect_refused("tc_bad.trace",
+                   "unsupported trace version 2 (this reader reads version 1)");
+
+    memcpy(buf, good, n);
+    put32(buf + 12, 1u << 20);
+    spit("tc_bad.trace", buf, n);
+    expect_refused("tc_bad.trace",
+                   "header size 1048576 is outside 40 .. 4096 bytes");
+
+    remove("tc_missing.trace");
+    expect_refused("tc_missing.trace", "cannot open the file");
+    free(buf);
+    free(good);
+    remove("tc_good.trace");
+    remove("tc_bad.trace");
+}
+
+/* The recommendation line's schedule and shape. */
+static void recommendation(const char *out, char *name, char *shape) {
+    const char *p = strstr(out, "recommendation: ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "recommendation: %31s (%15[a-z])", name, shape),
+                     2);
+}
+
+static void calibrate_recommends_by_profile(void **state) {
+    (void)state;
+    static run_out r;
+    char name[32], shape[16];
+    run("trace --make funnel --out tc_funnel.trace --layers 32 --kv-heads 1 "
+        "--prompt 512 --window 16 --decode 0", &r);
+    assert_int_equal(r.status, 0);
+    run("calibrate tc_funnel.trace", &r);
+    assert_int_equal(r.status, 0);
+    recommendation(r.out, name, shape);
+    print_message("funnel trace: %s (%s)\n", name, shape);
+    assert_string_equal(shape, "funnel");
+    assert_non_null(strstr(r.out, "(funnel profile)"));
+
+    run("trace --make inverted --out tc_inverted.trace --layers 32 "
+        "--kv-heads 1 --prompt 512 --window 16 --decode 0", &r);
+    assert_int_equal(r.status, 0);
+    run("calibrate tc_inverted.trace", &r);
+    assert_int_equal(r.status, 0);
+    recommendation(r.out, name, shape);
+    print_message("inverted trace: %s (%s)\n", name, shape);
+    assert_true(strcmp(shape, "inverted") == 0 || strcmp(shape, "uniform") == 0);
+    assert_non_null(strstr(r.out, "best-fitting arithmetic ratio 1 "
+                                  "(inverted profile)"));
+
+    /* --json carries the same recommendation and a profile per layer. */
+    run("calibrate tc_inverted.trace --json", &r);
+    assert_int_equal(r.status, 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"recommendation\":\t\"%s\"", name);
+    assert_non_null(strstr(r.out, want));
+    assert_non_null(strstr(r.out, "\"entropyBits\""));
+
+    /* replay on the funnel: every schedule runs, pyramid keeps more of the
+     * decode rows' mass than the same budget uniform. */
+    run("trace --make funnel --out tc_funnel_d.trace --layers 8 --kv-heads 1 "
+        "--prompt 256 --window 16 --decode 16", &r);
+    assert_int_equal(r.status, 0);
+    double mass[3];
+    const char *sched[3] = {"uniform", "arithmetic:4", "profile"};
+    for (int s = 0; s < 3; ++s) {
+        char args[256];
+        snprintf(args, sizeof args,
+                 "replay tc_funnel_d.trace --policy pyramidkv --schedule %s "
+                 "--budget 64 --json", sched[s]);
+        run(args, &r);
+        assert_int_equal(r.status, 0);
+        const char *m = strstr(r.out, "\"retainedAttentionMass\":");
+        assert_non_null(m);
+        assert_int_equal(sscanf(m + 24, "%lf", &mass[s]), 1);
+        assert_true(mass[s] > 0.0 && mass[s] <= 1.0);
+    }
+    print_message("replay funnel: uniform %.6f arithmetic:4 %.6f profile "
+                  "%.6f\n", mass[0], mass[1], mass[2]);
+    /* Every policy of the family replays the same trace. */
+    const char *pol[] = {"snapkv", "h2o", "scissorhands", "tova",
+                         "streamingllm", "sliding-window"};
+    for (size_t p = 0; p < sizeof pol / sizeof pol[0]; ++p) {
+        char args[256];
+        snprintf(args, sizeof args,
+                 "replay tc_funnel_d.trace --policy %s --schedule pyramid "
+                 "--budget 64 --per-layer", pol[p]);
+        run(args, &r);
+        if (r.status != 0) fail_msg("'%s': %d %s", args, r.status, r.err);
+        assert_non_null(strstr(r.out, pol[p]));
+    }
+    remove("tc_funnel.trace");
+    remove("tc_inverted.trace");
+    remove("tc_funnel_d.trace");
+    remove("tc_out.txt");
+    remove("tc_err.txt");
+}
+
+static void usage_errors(void **state) {
+    (void)state;
+    static run_out r;
+    const char *bad[] = {
+        "calibrate", "calibrate a.trace b.trace", "calibrate x --budget 0",
+        "calibrate x --fraction 101", "replay x --policy lru --schedule "
+        "uniform --budget 64", "replay x --policy snapkv --schedule odd "
+        "--budget 64", "replay x --policy snapkv --schedule uniform",
+        "replay x --policy snapkv --schedule uniform --budget 32",
+        "trace", "trace --make spiral --out x", "trace --make flat",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        run(bad[i], &r);
+        if (r.status != 2 || r.out[0] != '\0')
+            fail_msg("'%s': status %d", bad[i], r.status);
+    }
+    run("calibrate --help", &r);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "256 MiB in float32"));
+    run("replay --help", &r);
+    assert_int_equal(r.status, 0);
+    run("trace --help", &r);
+    assert_int_equal(r.status, 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_trace_cli PATH-TO-PYRAMIDKV\n");
+        return 2;
+    }
+    bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(malformed_files),
+        cmocka_unit_test(calibrate_recommends_by_profile),
+        cmocka_unit_test(usage_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
