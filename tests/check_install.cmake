@@ -1,7 +1,12 @@
 # Installs the build tree into a scratch prefix, then builds and runs a
 # consumer through find_package(pyramidkv) and another through pkg-config.
 # Usage: cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DSCRATCH=... -DCC=...
+#        [-DC_FLAGS=...] [-DEXE_LINKER_FLAGS=...] [-DSHARED_LINKER_FLAGS=...]
 #        -P check_install.cmake
+# The flags are those the library was built with (CMAKE_C_FLAGS and the
+# linker flags, plus the PB_SANITIZER options): a consumer of a library
+# built with -fsanitize=... must be compiled and linked with them too, as a
+# real user of such a build would be.
 file(REMOVE_RECURSE ${SCRATCH})
 set(prefix ${SCRATCH}/prefix)
 
@@ -23,7 +28,9 @@ get_filename_component(libdir ${lib} DIRECTORY)
 # CMake package.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install_consumer
     -B ${SCRATCH}/cmake-build -DCMAKE_PREFIX_PATH=${prefix}
-    -DCMAKE_C_COMPILER=${CC})
+    -DCMAKE_C_COMPILER=${CC} "-DCMAKE_C_FLAGS=${C_FLAGS}"
+    "-DCMAKE_EXE_LINKER_FLAGS=${EXE_LINKER_FLAGS}"
+    "-DCMAKE_SHARED_LINKER_FLAGS=${SHARED_LINKER_FLAGS}")
 run(${CMAKE_COMMAND} --build ${SCRATCH}/cmake-build)
 run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir}
     ${SCRATCH}/cmake-build/install_consumer)
@@ -38,6 +45,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config does not find pyramidkv in ${libdir}/pkgconfig")
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run(${CC} ${SOURCE_DIR}/tests/install_consumer/install_consumer.c ${flags}
-    -o ${SCRATCH}/pc_consumer)
+separate_arguments(c_flags UNIX_COMMAND "${C_FLAGS}")
+separate_arguments(link_flags UNIX_COMMAND "${EXE_LINKER_FLAGS}")
+run(${CC} ${c_flags} ${SOURCE_DIR}/tests/install_consumer/install_consumer.c
+    ${flags} ${link_flags} -o ${SCRATCH}/pc_consumer)
 run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir} ${SCRATCH}/pc_consumer)
