@@ -176,14 +176,14 @@ static int run_needle(work *w, cfg *cfgs, size_t n_cfg,
                       const unsigned char *prompt, uint32_t len,
                       const char *key)
 {
-    if (pkm_prefill_full(w->m, w->full, prompt, len, w->rows, w->W,
+    if (pkm_prefill_full(w->m, w->full, prompt, len, w->rows, len,
                          w->logits0, w->step_attn) != 0)
         return -1;
     for (size_t c = 0; c < n_cfg; c++) {
         cfg *k = &cfgs[c];
         if (!k->supported) continue;
         if (pkm_cache_reset(&k->kc) != 0 ||
-            pkm_cache_prefill(&k->kc, w->full, w->rows, w->W, len) != 0)
+            pkm_cache_prefill(&k->kc, w->full, w->rows, len, len) != 0)
             return -1;
         uint32_t tok = argmax(w->logits0, w->m->c.vocab);
         int ok = tok == (unsigned char)key[0];
@@ -211,14 +211,14 @@ static int run_nll(work *w, cfg *cfgs, size_t n_cfg, const unsigned char *tok,
     const pkm_config *mc = &w->m->c;
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
     const uint32_t g = mc->n_heads / mc->n_kv_heads;
-    if (pkm_prefill_full(w->m, w->full, tok, P, w->rows, w->W, w->logits0,
+    if (pkm_prefill_full(w->m, w->full, tok, P, w->rows, P, w->logits0,
                          w->step_attn) != 0)
         return -1;
     for (size_t c = 0; c < n_cfg; c++) {
         cfg *k = &cfgs[c];
         if (!k->supported) continue;
         if (pkm_cache_reset(&k->kc) != 0 ||
-            pkm_cache_prefill(&k->kc, w->full, w->rows, w->W, P) != 0)
+            pkm_cache_prefill(&k->kc, w->full, w->rows, P, P) != 0)
             return -1;
         double nll = nll_of(w->logits0, mc->vocab, tok[P]);
         for (uint32_t t = P; t + 1 < P + D; t++) {
@@ -328,11 +328,13 @@ int main(int argc, char **argv)
     const size_t n_cfg = 1 + (size_t)N_FRACTIONS * pkm_method_count;
     cfg *cfgs = calloc(n_cfg, sizeof *cfgs);
     work w = {&m, NULL, NULL, NULL, NULL, NULL, NULL, 0, m.rope_len};
-    w.W = o.obs < o.nll_prompt ? o.obs : o.nll_prompt;
+    w.W = o.obs < o.nll_prompt ? o.obs : o.nll_prompt; /* as printed */
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
     const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
     w.full = calloc(n_slots, sizeof *w.full);
-    w.rows = malloc(LH * w.W * max_len * sizeof(float));
+    /* every prompt row is captured: the window scorer uses the last obs of
+     * them, the others are fed all of them (pkm_cache_prefill) */
+    w.rows = malloc(LH * max_len * max_len * sizeof(float));
     w.step_attn = malloc(LH * w.stride * sizeof(float));
     w.full_attn = calloc((size_t)o.nll_decode * LH * w.stride, sizeof(float));
     w.logits0 = malloc(mc->vocab * sizeof(float));

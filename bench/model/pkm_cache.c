@@ -34,12 +34,16 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
     kc->group = c->n_heads / c->n_kv_heads;
     kc->head_dim = c->head_dim;
     kc->cadence = p->cadence ? p->cadence : 1;
+    kc->obs_window = p->obs_window;
+    kc->replay = p->method && (p->method->scorer != PB_SCORER_WINDOW ||
+                               p->method->sinks != 0);
     const size_t n = (size_t)kc->n_layers * kc->n_kv;
     kc->pol = calloc(n, sizeof *kc->pol);
     kc->slots = calloc(n, sizeof *kc->slots);
     kc->shares = calloc(kc->n_layers, sizeof *kc->shares);
-    kc->red = malloc((size_t)(p->obs_window > 1 ? p->obs_window : 1) *
-                     p->max_len * sizeof(float));
+    const size_t red_rows = kc->replay ? p->max_len
+                            : (p->obs_window > 1 ? p->obs_window : 1);
+    kc->red = malloc(red_rows * p->max_len * sizeof(float));
     kc->idx = malloc((size_t)p->max_len * sizeof *kc->idx);
     if (!kc->pol || !kc->slots || !kc->shares || !kc->red || !kc->idx) {
         snprintf(err, errlen, "out of memory");
@@ -83,9 +87,13 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
             cfg.pool_kernel = p->pool_kernel;
             cfg.scorer = p->method->scorer;
             cfg.sinks = p->method->sinks;
-            /* room for `cadence` admissions past the share between evicts */
-            cfg.capacity = cfg.share + kc->cadence;
-            cfg.prefill_max_len = p->max_len;
+            /* room for `cadence` admissions past the share between evicts;
+             * a replayed prompt is held whole before its one evict */
+            const uint32_t floor_ = cfg.sinks + cfg.recent_window;
+            const uint32_t slot_cap =
+                (cfg.share > floor_ ? cfg.share : floor_) + kc->cadence;
+            cfg.capacity = kc->replay ? p->max_len + kc->cadence : slot_cap;
+            cfg.prefill_max_len = kc->replay ? 0 : p->max_len;
             pb_kvcache **pp = &kc->pol[(size_t)l * kc->n_kv + kv];
             const pb_status st = pb_kvcache_create(&cfg, NULL, pp);
             if (st != PB_OK) {
@@ -94,15 +102,19 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
                 pkm_cache_free(kc);
                 return st == PB_ERR_PARAM ? 1 : -1;
             }
-            /* 3. The K/V slot holds exactly what the instance can hold. */
-            const size_t cap = pb_kvcache_capacity(*pp);
+            /* 3. The K/V slot holds what the instance may hold during
+             * decode: its share (or its sinks and recent window, which an
+             * evict never drops) plus the admissions between evicts. */
+            const size_t cap = slot_cap;
             if (pkm_slot_init(&kc->slots[(size_t)l * kc->n_kv + kv],
                               (uint32_t)cap, kc->head_dim) != 0) {
                 snprintf(err, errlen, "out of memory");
                 pkm_cache_free(kc);
                 return -1;
             }
-            kc->positions += pb_kvcache_effective_budget(*pp);
+            /* held between evicts: the effective share, or the sinks and
+             * recent window when they exceed it */
+            kc->positions += slot_cap - kc->cadence;
             kc->capacity += cap;
         }
         kc->shares[l] = pb_kvcache_effective_budget(kc->pol[(size_t)l * kc->n_kv]);
@@ -159,6 +171,23 @@ static void compact(pkm_slot *s, const uint32_t *victims, size_t nv,
     s->n = (uint32_t)w;
 }
 
+/* The prompt as decode steps, for scorers without a one-shot prefill:
+ * positions before the first row are admitted unobserved, row j (the token
+ * at q = len - rows + j) observes positions 0 .. q-1, then one evict down
+ * to the share. The instance must be fresh and hold len positions. */
+static int replay_prompt(pb_kvcache *pol, const float *red, uint32_t rows,
+                         uint32_t len, uint32_t *victims)
+{
+    const uint32_t first = len - rows;
+    for (uint32_t q = 1; q < len; q++) {
+        const float *row = q >= first ? red + (size_t)(q - first) * len : NULL;
+        if (pb_kvcache_observe(pol, q, row, row ? q : 0) != PB_OK) return -1;
+    }
+    size_t nv = 0;
+    return pb_kvcache_evict(pol, UINT32_MAX, victims, len, &nv) == PB_OK ? 0
+                                                                          : -1;
+}
+
 int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
                       uint32_t n_rows, uint32_t len)
 {
@@ -177,16 +206,27 @@ int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
                 continue;
             }
             /* the group's query heads, [head][row][pos], reduced to one
-             * rows x len block */
+             * rows x len block (the window scorer: its last obs_window
+             * rows only, the ones its ring keeps) */
             const float *grp = rows + ((size_t)l * kc->n_kv * g + (size_t)kv * g) * block;
-            if (pb_kvcache_head_reduce(grp, g, block, block, PB_HEAD_REDUCE_MEAN,
-                                       kc->red) != PB_OK)
+            const uint32_t use = kc->replay || n_rows < kc->obs_window
+                                     ? n_rows : kc->obs_window;
+            if (pb_kvcache_head_reduce(grp + (size_t)(n_rows - use) * len, g,
+                                       block, (size_t)use * len,
+                                       PB_HEAD_REDUCE_MEAN, kc->red) != PB_OK)
                 return -1;
             size_t nk = 0;
-            const pb_status st = pb_kvcache_prefill(
-                kc->pol[si], kc->red, n_rows, len, UINT32_MAX, NULL, 0,
-                kc->idx, len, NULL, 0, &nk);
-            if (st != PB_OK || nk > dst->cap) return -1;
+            if (kc->replay) {
+                if (replay_prompt(kc->pol[si], kc->red, use, len, kc->idx) != 0 ||
+                    pb_kvcache_kept_positions(kc->pol[si], kc->idx, len, &nk) !=
+                        PB_OK)
+                    return -1;
+            } else if (pb_kvcache_prefill(kc->pol[si], kc->red, use, len,
+                                          UINT32_MAX, NULL, 0, kc->idx, len,
+                                          NULL, 0, &nk) != PB_OK) {
+                return -1;
+            }
+            if (nk > dst->cap) return -1;
             gather(dst, src, kc->idx, nk, hd);
             if (dst->n != nk) return -1;
         }
@@ -218,7 +258,9 @@ int pkm_cache_after_step(pkm_cache *kc, const float *attn, size_t stride,
         if (st != PB_OK) return -1;
         if (pb_kvcache_observe(pol, pos, held ? kc->red : NULL, held) != PB_OK)
             return -1;
-        if (pb_kvcache_kept_count(pol) >= pb_kvcache_capacity(pol)) evict_now = 1;
+        if (pb_kvcache_kept_count(pol) >= pb_kvcache_capacity(pol) ||
+            s->n >= s->cap)
+            evict_now = 1;
     }
     if (!evict_now) return 0;
     kc->since_evict = 0;

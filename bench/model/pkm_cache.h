@@ -50,11 +50,15 @@ typedef struct pkm_cache_params {
 
 typedef struct pkm_cache {
     uint32_t n_layers, n_kv, group, head_dim;
-    uint32_t cadence, since_evict;
+    uint32_t cadence, since_evict, obs_window;
+    int replay;         /* the scorer has no one-shot prefill (every scorer
+                           but the window one, and any with sinks): the
+                           prompt's rows are fed as decode steps instead */
     pb_kvcache **pol;   /* [layer * n_kv + kv]; NULL entries: full cache */
     pkm_slot *slots;    /* [layer * n_kv + kv] */
     uint32_t *shares;   /* effective share per layer (full: max_len) */
-    float *red;         /* reduced attention scratch, obs_window x max_len */
+    float *red;         /* reduced attention scratch: obs_window x max_len,
+                           or max_len x max_len when replaying */
     uint32_t *idx;      /* kept / victim positions scratch, max_len */
     uint64_t positions; /* sum of effective shares over slots */
     uint64_t capacity;  /* sum of slot capacities (peak rows held) */
@@ -74,7 +78,11 @@ int pkm_cache_reset(pkm_cache *kc);
  * gathers the survivors' K/V from `full` (slots holding the whole prompt,
  * positions 0 .. len-1). rows: [layer][query head][rows][len] softmax
  * weights of the last `rows` prompt tokens, zero beyond each row's own
- * position. A full cache copies everything. Returns 0 or -1. */
+ * position. The window scorer uses the last obs_window of them through
+ * pb_kvcache_prefill; the other scorers are fed every row given as a decode
+ * step (H2O's scores are the attention of all prompt rows when rows ==
+ * len), then evicted once. A full cache copies everything. Returns 0 or
+ * -1. */
 int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
                       uint32_t n_rows, uint32_t len);
 

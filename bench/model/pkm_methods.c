@@ -4,7 +4,9 @@
  * This table is the one place to add a row when the library gains a
  * schedule (a new pb_ share function: wrap it as a pkm_schedule_fn) or a
  * scorer (a pb_scorer value); a row the linked library refuses is printed
- * as "not in this library" instead of failing the run.
+ * as "not in this library" instead of failing the run. Every row of one
+ * budget gets the same average budget, so the memory is equal up to the
+ * schedule's rounding (printed beside each row).
  */
 #include "pkm_cache.h"
 
@@ -31,9 +33,12 @@ const pkm_method pkm_methods[] = {
     {"PyramidKV r=2", sched_pyramid, 2, PB_SCORER_WINDOW, 0},
     {"PyramidKV r=4", sched_pyramid, 4, PB_SCORER_WINDOW, 0},
     {"PyramidKV r=8", sched_pyramid, 8, PB_SCORER_WINDOW, 0},
-    /* Scorers declared by the header; rows print "not in this library"
-     * until create accepts them. */
+    /* The other scorers of docs/spec.md section 13 on the uniform schedule:
+     * they have no one-shot prefill, so the runtime feeds them the prompt's
+     * attention rows as decode steps (pkm_cache.c). */
     {"H2O (uniform)", sched_uniform, 1, PB_SCORER_CUMULATIVE, 0},
+    {"TOVA (uniform)", sched_uniform, 1, PB_SCORER_LAST, 0},
+    {"Scissorhands (uniform)", sched_uniform, 1, PB_SCORER_VOTES, 0},
     {"StreamingLLM (uniform, 4 sinks)", sched_uniform, 1, PB_SCORER_NONE, 4},
 };
 

@@ -4,8 +4,9 @@
  * logits exported with the same weights (bench/model/export.py) within 1e-3
  * relative (max |c - t| over a position's 256 logits <= 1e-3 * max(1,
  * max |t|)), both with a plain full cache and through libpyramidkv with a
- * budget that evicts nothing. A third test runs real eviction and checks
- * that the K/V slots always hold exactly the library's kept positions.
+ * budget that evicts nothing (SnapKV's one-shot prefill and H2O's replayed
+ * prompt). A third test runs real eviction and checks that the K/V slots
+ * always hold exactly the library's kept positions.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -121,7 +122,8 @@ static void check_slots_mirror_library(const pkm_cache *kc)
  * pkm_cache_after_step; returns the smallest slot count seen after the
  * prefill (to tell whether anything was evicted). */
 static uint32_t run_with_library(fixture *f, const pkm_ref_prompt *p,
-                                 uint32_t budget, uint32_t recent,
+                                 const pkm_method *method, uint32_t budget,
+                                 uint32_t recent,
                                  uint32_t obs, uint32_t cadence,
                                  int compare)
 {
@@ -141,8 +143,7 @@ static uint32_t run_with_library(fixture *f, const pkm_ref_prompt *p,
 
     pkm_cache kc;
     char err[128];
-    pkm_cache_params cp = {&pkm_methods[0], budget, recent, obs, 7, cadence,
-                           p->len};
+    pkm_cache_params cp = {method, budget, recent, obs, 7, cadence, p->len};
     assert_int_equal(pkm_cache_init(&kc, &f->m, &cp, err, sizeof err), 0);
     assert_int_equal(pkm_cache_prefill(&kc, full, rows, W, half), 0);
     check_slots_mirror_library(&kc);
@@ -167,14 +168,30 @@ static uint32_t run_with_library(fixture *f, const pkm_ref_prompt *p,
     return least;
 }
 
+/* The first method with this scorer and no sinks (the window one is
+ * SnapKV, the cumulative one H2O: the one-shot prefill and the replayed
+ * prompt). */
+static const pkm_method *method_with(uint32_t scorer)
+{
+    for (size_t i = 0; i < pkm_method_count; i++)
+        if (pkm_methods[i].scorer == scorer && pkm_methods[i].sinks == 0)
+            return &pkm_methods[i];
+    fail_msg("no method with scorer %u in pkm_methods", scorer);
+    return NULL;
+}
+
 static void test_library_without_eviction_matches_torch(void **state)
 {
     fixture *f = *state;
-    for (uint32_t r = 0; r < f->ref.count; r++) {
-        const pkm_ref_prompt *p = &f->ref.prompts[r];
-        /* a budget above the length: the library holds everything */
-        const uint32_t least = run_with_library(f, p, p->len + 8, 4, 4, 3, 1);
-        assert_int_equal(least, p->len / 2 + 1);
+    const uint32_t scorers[2] = {PB_SCORER_WINDOW, PB_SCORER_CUMULATIVE};
+    for (size_t k = 0; k < 2; k++) {
+        for (uint32_t r = 0; r < f->ref.count; r++) {
+            const pkm_ref_prompt *p = &f->ref.prompts[r];
+            /* a budget above the length: the library holds everything */
+            const uint32_t least = run_with_library(
+                f, p, method_with(scorers[k]), p->len + 8, 4, 4, 3, 1);
+            assert_int_equal(least, p->len / 2 + 1);
+        }
     }
 }
 
@@ -187,9 +204,14 @@ static void test_eviction_keeps_slots_and_library_in_step(void **state)
     const pkm_ref_prompt *p = &f->ref.prompts[longest];
     assert_true(p->len >= 40);
     /* budget 8, recent 2, window 4, evicting every third step: the slots
-     * never exceed share + 3 and do shrink back to the share */
-    const uint32_t least = run_with_library(f, p, 8, 2, 4, 3, 0);
-    assert_int_equal(least, 8);
+     * never exceed share + 3 and do shrink back to the share, with the
+     * one-shot prefill (window scorer) and with the replayed prompt (H2O) */
+    assert_int_equal(run_with_library(f, p, method_with(PB_SCORER_WINDOW), 8,
+                                      2, 4, 3, 0),
+                     8);
+    assert_int_equal(run_with_library(f, p, method_with(PB_SCORER_CUMULATIVE),
+                                      8, 2, 4, 3, 0),
+                     8);
 }
 
 int main(void)
