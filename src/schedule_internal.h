@@ -1,0 +1,31 @@
+/*
+ * schedule_internal.h - the exact integer helpers of the allocation family
+ * (schedule_fixed.c), shared with schedule.c: 64 x 64 -> 128-bit products,
+ * 128 / 64-bit division, and the fixed-point log2 and 2^-y that curve and
+ * geometric are defined with (docs/spec.md, "Fixed-point powers").
+ */
+#ifndef PB_SCHEDULE_INTERNAL_H
+#define PB_SCHEDULE_INTERNAL_H
+
+#include <stdint.h>
+
+/* The full product a * b as (*hi, *lo). */
+void pb__mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo);
+
+/* (hi:lo) / d with *rem = (hi:lo) % d. Requires d != 0 and hi < d (the
+ * quotient fits in 64 bits). */
+uint64_t pb__div128(uint64_t hi, uint64_t lo, uint64_t d, uint64_t *rem);
+
+/* The 32 constants c_i ~ 2^(2^-i) in Q62, i = 1 .. 32 (c[0] is c_1):
+ * c_0 = 2^63, c_i = isqrt(c_{i-1} * 2^62). */
+void pb__exp2_constants(uint64_t c[32]);
+
+/* log2(n) in Q32 (the integer part above bit 32) for 1 <= n < 2^32, by
+ * repeated squaring (docs/spec.md). Non-decreasing in n; log2(1) = 0. */
+uint64_t pb__log2_q32(uint32_t n);
+
+/* floor(2^31 * 2^-y) for y >= 0 in Q32, through the constants c. Non-
+ * increasing in y; 2^31 at y = 0. */
+uint32_t pb__exp2_neg_q31(uint64_t y, const uint64_t c[32]);
+
+#endif /* PB_SCHEDULE_INTERNAL_H */
