@@ -20,12 +20,13 @@ void pb__mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo) {
     *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
 }
 
-static int leading_zeros(uint64_t v) { /* v != 0 */
+static int leading_zeros(uint64_t v) { /* v != 0; six halving steps */
     int n = 0;
-    while ((v & (UINT64_C(1) << 63)) == 0u) {
-        v <<= 1;
-        ++n;
-    }
+    for (int shift = 32; shift > 0; shift /= 2)
+        if ((v >> (64 - shift)) == 0u) {
+            v <<= shift;
+            n += shift;
+        }
     return n;
 }
 

@@ -1,11 +1,14 @@
 /*
- * cli_plan.c - `pyramidkv plan`: the per-layer sizing a runtime needs for
- * PyramidKV budgets: every layer's share (pb_kvcache_pyramid_budget), its
- * K+V bytes (2 x kv-heads x head-dim x dtype-bytes x share) and its paged
- * blocks (ceil(share / block-size)), with totals against uniform budgets.
+ * cli_plan.c - `pyramidkv plan`: the per-layer sizing a runtime needs: every
+ * layer's share under a schedule (the arithmetic pyramid of
+ * pb_kvcache_pyramid_budget by default, or any of the allocation family,
+ * pb_kvcache_schedule_shares), its K+V bytes (2 x kv-heads x head-dim x
+ * dtype-bytes x share) and its paged blocks (ceil(share / block-size)),
+ * the exact total against uniform budgets, and where a policy's floor
+ * (recent window + 1) lifts a share.
  *
  * Owns the flags and the output of the plan; the share arithmetic is the
- * library's.
+ * library's, the schedule flags are cli_schedule.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,17 +18,16 @@
 
 #include "cli_commands.h"
 #include "cli_options.h"
+#include "cli_schedule.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define PLAN_MAX_LAYERS 65536u
-/* A pyramidkv policy never keeps fewer than recent_window + 1 positions;
- * the plan notes layers under the default floor. */
-#define PLAN_DEFAULT_FLOOR 33u
 
 typedef struct plan_opts {
-    uint32_t budget, layers, ratio;
-    int have_budget, have_layers, have_ratio;
+    uint32_t budget, layers, recent;
+    int have_budget, have_layers;
     uint32_t kv_heads, head_dim, dtype_bytes, block_size;
+    pb_cli_schedule_flags sched;
     int json;
 } plan_opts;
 
@@ -35,28 +37,62 @@ typedef struct plan_totals {
 
 static void help(FILE *out) {
     fprintf(out,
-        "usage: pyramidkv plan --budget B --layers L --ratio R [--kv-heads H]\n"
+        "usage: pyramidkv plan --budget B --layers L [--schedule NAME] [schedule\n"
+        "                      options] [--recent-window N] [--kv-heads H]\n"
         "                      [--head-dim D] [--dtype-bytes N] [--block-size S]\n"
         "                      [--json]\n"
         "\n"
-        "Sizes per-layer KV buffers for PyramidKV: for every layer k its share\n"
-        "pb_kvcache_pyramid_budget(B, k, L, R) in positions, its K+V bytes\n"
-        "2 x H x D x N x share and its paged blocks ceil(share / S); then the\n"
-        "totals against uniform budgets (every layer B).\n"
+        "Sizes per-layer KV buffers: for every layer k its share in positions under\n"
+        "the schedule, its K+V bytes 2 x H x D x N x share and its paged blocks\n"
+        "ceil(share / S); then the exact total against uniform budgets (every\n"
+        "layer B). A '*' marks a layer whose share is below N + 1: a policy with\n"
+        "recent window N keeps N + 1 there, so size that buffer for N + 1.\n"
+        "\n"
+        "schedules (docs/guide.md, \"Choosing a schedule\"; rules in docs/spec.md):\n"
+        "  arithmetic          the PyramidKV pyramid, pb_kvcache_pyramid_budget; the\n"
+        "                      default. Needs --ratio. Total <= L x B\n"
+        "  uniform             B for every layer\n"
+        "  kvfactory           the paper's code bit for bit; B is its KV size C.\n"
+        "                      --window, --beta (integer), --prompt-len. Its total\n"
+        "                      can exceed L x C\n"
+        "  kvfactory-balanced  the same endpoints, exact steps: total L x C\n"
+        "  taper               VeloxQuant-MLX's linear taper with sink floors:\n"
+        "                      --sinks, --beta (decimal). Total L x B up to rounding\n"
+        "  curve               the guide's C_min + (C_max - C_min) x^gamma with\n"
+        "                      C_max / C_min = --ratio, --gamma; total exactly L x B\n"
+        "  geometric           proportional to ratio^(-l/(L-1)); total exactly L x B\n"
+        "  profile             proportional to --weights, above --min-share; total\n"
+        "                      exactly L x B\n"
         "\n"
         "options:\n"
-        "  --budget B       average positions per layer, 1 .. 4294967295 (required)\n"
-        "  --layers L       layers, 1 .. %u (required)\n"
-        "  --ratio R        first layer's share over the last's, 1 .. 4294967295;\n"
-        "                   1 is uniform (required)\n"
-        "  --kv-heads H     KV heads per layer, >= 1 [8]\n"
-        "  --head-dim D     dimensions per head, >= 1 [128]\n"
-        "  --dtype-bytes N  bytes per element, >= 1 [2]\n"
-        "  --block-size S   positions per paged block, >= 1 [16]\n"
-        "  --json           print one JSON document instead of the table\n"
-        "  --help           this text\n"
+        "  --budget B        average positions per layer (kvfactory: the KV size C),\n"
+        "                    1 .. 4294967295 (required)\n"
+        "  --layers L        layers, 1 .. %u (required)\n"
+        "  --schedule NAME   one of the schedules above [arithmetic]\n"
+        "  --ratio R         first layer's share over the last's, >= 1 (arithmetic:\n"
+        "                    required; curve, geometric: [4])\n"
+        "  --window W        kvfactory's observation window, < B [8]\n"
+        "  --beta X          kvfactory: integer >= 1 [20]; taper: decimal >= 1 [2.0]\n"
+        "  --prompt-len Q    kvfactory: the prompt length, >= 1 [not given: a\n"
+        "                    prompt longer than every clamp]\n"
+        "  --sinks S         taper: attention sinks; every layer keeps >= S + 1 [4]\n"
+        "  --gamma G         curve: decimal 0.001 .. 1000, three decimals at most;\n"
+        "                    1 is linear, 0.7 - 0.8 the guide's suggestion [0.75]\n"
+        "  --weights W,...   profile: L non-negative decimals (measured entropy,\n"
+        "                    ...), scaled exactly to integers by one power of ten\n"
+        "  --min-share M     profile: every layer's base, 0 .. B [0]\n"
+        "  --recent-window N the policies' recent window, for the floor mark [32]\n"
+        "  --kv-heads H      KV heads per layer, >= 1 [8]\n"
+        "  --head-dim D      dimensions per head, >= 1 [128]\n"
+        "  --dtype-bytes N   bytes per element, >= 1 [2]\n"
+        "  --block-size S    positions per paged block, >= 1 [16]\n"
+        "  --json            one JSON object: \"schedule\", \"shares\" (layer 0 first),\n"
+        "                    \"total\" (their exact sum), \"perLayer\" (share, bytes,\n"
+        "                    blocks, floorBinds), \"totals\", \"uniform\"\n"
+        "  --help            this text\n"
         "\n"
-        "Exit status: 0 success, 2 a usage error.\n",
+        "Exit status: 0 success, 2 a usage error (including a schedule the library\n"
+        "refuses, with its reason).\n",
         PLAN_MAX_LAYERS);
 }
 
@@ -66,6 +102,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
     o->head_dim = 128;
     o->dtype_bytes = 2;
     o->block_size = 16;
+    o->recent = 32;
     pb_cli_walk w;
     pb_cli_walk_init(&w, "plan", argc, argv);
     int rc;
@@ -80,9 +117,12 @@ static int parse(int argc, char **argv, plan_opts *o) {
             o->json = 1;
             continue;
         }
+        const int sf = pb_cli_schedule_flag(&w, &o->sched);
+        if (sf == 1) continue;
+        if (sf != 0) return PB_CLI_USAGE;
         uint32_t *dst = NULL;
         int *have = NULL;
-        uint32_t hi = UINT32_MAX;
+        uint32_t lo = 1, hi = UINT32_MAX;
         if (strcmp(f, "--budget") == 0) {
             dst = &o->budget;
             have = &o->have_budget;
@@ -90,9 +130,10 @@ static int parse(int argc, char **argv, plan_opts *o) {
             dst = &o->layers;
             have = &o->have_layers;
             hi = PLAN_MAX_LAYERS;
-        } else if (strcmp(f, "--ratio") == 0) {
-            dst = &o->ratio;
-            have = &o->have_ratio;
+        } else if (strcmp(f, "--recent-window") == 0) {
+            dst = &o->recent;
+            lo = 0;
+            hi = UINT32_MAX - 1u;
         } else if (strcmp(f, "--kv-heads") == 0) {
             dst = &o->kv_heads;
         } else if (strcmp(f, "--head-dim") == 0) {
@@ -107,7 +148,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
                                       "plan --help)", f);
         }
         if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
-        if (pb_cli_parse_u32("plan", f, v, 1, hi, dst) != 0)
+        if (pb_cli_parse_u32("plan", f, v, lo, hi, dst) != 0)
             return PB_CLI_USAGE;
         if (have != NULL) *have = 1;
     }
@@ -116,8 +157,6 @@ static int parse(int argc, char **argv, plan_opts *o) {
         return pb_cli_usage_error("plan", "--budget is required");
     if (!o->have_layers)
         return pb_cli_usage_error("plan", "--layers is required");
-    if (!o->have_ratio)
-        return pb_cli_usage_error("plan", "--ratio is required");
     return 0;
 }
 
@@ -170,6 +209,42 @@ static cJSON *totals_json(const plan_totals *t) {
     return o;
 }
 
+/* The shares of the requested schedule into shares[0 .. layers-1] and the
+ * schedule itself into *s. Returns 0, PB_CLI_USAGE, or 1 (out of memory). */
+static int compute_shares(const plan_opts *o, uint32_t *shares,
+                          uint32_t *weights, pb_schedule *s) {
+    uint32_t kinds[PB_CLI_MAX_SCHEDULES];
+    size_t n = 0;
+    if (pb_cli_schedule_kinds("plan", &o->sched, kinds, &n)) return PB_CLI_USAGE;
+    if (n != 1)
+        return pb_cli_usage_error("plan", "--schedule: one schedule at a time "
+                                          "(bench compares several)");
+    if (pb_cli_schedule_check_used("plan", &o->sched, kinds, 1))
+        return PB_CLI_USAGE;
+    if (pb_cli_schedule_build("plan", &o->sched, kinds[0], o->budget,
+                              o->layers, weights, s))
+        return PB_CLI_USAGE;
+    if (kinds[0] == PB_SCHEDULE_ARITHMETIC) {
+        /* Today's plan: pb_kvcache_pyramid_budgets, saturating shares
+         * included. */
+        if (o->sched.ratio == NULL)
+            return pb_cli_usage_error("plan", "--ratio is required");
+        if (pb_kvcache_pyramid_budgets(o->budget, o->layers, s->ratio, shares,
+                                       o->layers) != PB_OK) {
+            fprintf(stderr, "pyramidkv plan: the library refused the plan\n");
+            return 1;
+        }
+        return 0;
+    }
+    const pb_status st =
+        pb_kvcache_schedule_shares(s, shares, o->layers, NULL);
+    if (st != PB_OK)
+        return pb_cli_usage_error("plan", "the library refuses this %s "
+                                  "schedule: %s", pb_schedule_kind_name(s->kind),
+                                  pb_status_str(st));
+    return 0;
+}
+
 int pb_cli_plan(int argc, char **argv) {
     plan_opts o;
     const int prc = parse(argc, argv, &o);
@@ -182,16 +257,22 @@ int pb_cli_plan(int argc, char **argv) {
                                   "--kv-heads x --head-dim x --dtype-bytes: "
                                   "K+V bytes per position overflow 64 bits");
     uint32_t *shares = malloc((size_t)o.layers * sizeof *shares);
-    if (shares == NULL) {
+    uint32_t *weights = malloc((size_t)o.layers * sizeof *weights);
+    if (shares == NULL || weights == NULL) {
+        free(shares);
+        free(weights);
         fprintf(stderr, "pyramidkv plan: out of memory\n");
         return 1;
     }
-    if (pb_kvcache_pyramid_budgets(o.budget, o.layers, o.ratio, shares,
-                                   o.layers) != PB_OK) {
+    pb_schedule sched;
+    int rc = compute_shares(&o, shares, weights, &sched);
+    free(weights); /* read only by the call above */
+    sched.weights = NULL;
+    if (rc != 0) {
         free(shares);
-        fprintf(stderr, "pyramidkv plan: the library refused the plan\n");
-        return 1;
+        return rc;
     }
+    const uint32_t floor = o.recent + 1u;
 
     /* Uniform: every layer B. Overflow anywhere is a usage error: the
      * sizes given cannot be represented. */
@@ -218,17 +299,29 @@ int pb_cli_plan(int argc, char **argv) {
                                   "overflow 64 bits");
     }
 
-    int rc = 0;
+    char desc[160];
+    pb_cli_schedule_describe(&sched, desc, sizeof desc);
     if (o.json) {
         cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "schedule",
+                                pb_schedule_kind_name(sched.kind));
+        cJSON_AddStringToObject(doc, "description", desc);
         cJSON_AddNumberToObject(doc, "budget", o.budget);
         cJSON_AddNumberToObject(doc, "layers", o.layers);
-        cJSON_AddNumberToObject(doc, "ratio", o.ratio);
+        if (sched.kind == PB_SCHEDULE_ARITHMETIC ||
+            sched.kind == PB_SCHEDULE_CURVE ||
+            sched.kind == PB_SCHEDULE_GEOMETRIC)
+            cJSON_AddNumberToObject(doc, "ratio", sched.ratio);
         cJSON_AddNumberToObject(doc, "kvHeads", o.kv_heads);
         cJSON_AddNumberToObject(doc, "headDim", o.head_dim);
         cJSON_AddNumberToObject(doc, "dtypeBytes", o.dtype_bytes);
         cJSON_AddNumberToObject(doc, "blockSize", o.block_size);
+        cJSON_AddNumberToObject(doc, "floor", floor);
         cJSON_AddItemToObject(doc, "bytesPerPosition", raw_u64(per_pos));
+        cJSON *sh = cJSON_AddArrayToObject(doc, "shares");
+        for (uint32_t k = 0; k < o.layers; ++k)
+            cJSON_AddItemToArray(sh, raw_u64(shares[k]));
+        cJSON_AddItemToObject(doc, "total", raw_u64(total.positions));
         cJSON *arr = cJSON_AddArrayToObject(doc, "perLayer");
         for (uint32_t k = 0; k < o.layers; ++k) {
             cJSON *l = cJSON_CreateObject();
@@ -237,9 +330,10 @@ int pb_cli_plan(int argc, char **argv) {
             cJSON_AddItemToObject(l, "bytes", raw_u64(per_pos * shares[k]));
             cJSON_AddItemToObject(l, "blocks",
                                   raw_u64(blocks_of(shares[k], o.block_size)));
+            cJSON_AddBoolToObject(l, "floorBinds", shares[k] < floor);
             cJSON_AddItemToArray(arr, l);
         }
-        cJSON_AddItemToObject(doc, "total", totals_json(&total));
+        cJSON_AddItemToObject(doc, "totals", totals_json(&total));
         cJSON_AddItemToObject(doc, "uniform", totals_json(&uni));
         char *text = cJSON_Print(doc);
         cJSON_Delete(doc);
@@ -251,19 +345,21 @@ int pb_cli_plan(int argc, char **argv) {
             cJSON_free(text);
         }
     } else {
-        printf("pyramidkv plan: budget %u x %u layers, ratio %u; K+V per "
-               "position 2 x %u heads x %u dims x %u bytes = %llu bytes; "
-               "blocks of %u positions\n\n",
-               o.budget, o.layers, o.ratio, o.kv_heads, o.head_dim,
-               o.dtype_bytes, (unsigned long long)per_pos, o.block_size);
+        printf("pyramidkv plan: %s x %u layers; K+V per position 2 x %u "
+               "heads x %u dims x %u bytes = %llu bytes; blocks of %u "
+               "positions\n\n",
+               desc, o.layers, o.kv_heads, o.head_dim, o.dtype_bytes,
+               (unsigned long long)per_pos, o.block_size);
         printf("%-8s %12s %22s %14s\n", "layer", "share", "K+V bytes",
                "blocks");
         uint32_t below = 0;
         for (uint32_t k = 0; k < o.layers; ++k) {
-            printf("%-8u %12u %22llu %14llu\n", k, shares[k],
+            const int binds = shares[k] < floor;
+            printf("%-8u %11u%c %22llu %14llu\n", k, shares[k],
+                   binds ? '*' : ' ',
                    (unsigned long long)(per_pos * shares[k]),
                    (unsigned long long)blocks_of(shares[k], o.block_size));
-            below += shares[k] < PLAN_DEFAULT_FLOOR;
+            below += (uint32_t)binds;
         }
         printf("%-8s %12llu %22llu %14llu\n", "total",
                (unsigned long long)total.positions,
@@ -278,11 +374,11 @@ int pb_cli_plan(int argc, char **argv) {
         signed_diff(dk, sizeof dk, total.blocks, uni.blocks);
         printf("%-8s %12s %22s %14s\n", "diff", dp, db, dk);
         if (below > 0u)
-            printf("\nnote: %u layers get fewer than %u positions; a policy "
-                   "with the default recent window (32) keeps at least %u "
-                   "there, so size those buffers for %u.\n",
-                   below, PLAN_DEFAULT_FLOOR, PLAN_DEFAULT_FLOOR,
-                   PLAN_DEFAULT_FLOOR);
+            printf("\n* %u layer%s below %u positions: a policy with recent "
+                   "window %u keeps at least %u there, so size those buffers "
+                   "for %u.\n",
+                   below, below == 1u ? " gets a share" : "s get shares",
+                   floor, o.recent, floor, floor);
     }
     free(shares);
     return rc;

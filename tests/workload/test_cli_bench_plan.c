@@ -273,7 +273,13 @@ static void check_plan(const plan_case *c) {
         total_bytes += per_pos * (double)share;
         total_blocks += (double)blocks;
     }
-    const cJSON *total = cJSON_GetObjectItemCaseSensitive(doc, "total");
+    assert_true(num(doc, "total") == total_share);
+    const cJSON *shares = cJSON_GetObjectItemCaseSensitive(doc, "shares");
+    assert_int_equal(cJSON_GetArraySize(shares), (int)c->layers);
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(doc, "schedule")->valuestring,
+        "arithmetic");
+    const cJSON *total = cJSON_GetObjectItemCaseSensitive(doc, "totals");
     assert_true(num(total, "positions") == total_share);
     assert_true(num(total, "positions") ==
                 (double)pb_kvcache_pyramid_total(c->budget, c->layers,
@@ -311,6 +317,93 @@ static void test_plan_arithmetic(void **state) {
     free(out);
 }
 
+/* plan --schedule NAME --json: the shares and total are the library's,
+ * for every schedule; the floor marks follow --recent-window. */
+static void test_plan_schedules(void **state) {
+    (void)state;
+    static const struct {
+        const char *flags;
+        uint32_t kind, layers, budget;
+    } cases[] = {
+        {"--schedule uniform", PB_SCHEDULE_UNIFORM, 5, 77},
+        {"--schedule arithmetic --ratio 4", PB_SCHEDULE_ARITHMETIC, 32, 128},
+        {"--schedule kvfactory --window 8 --beta 20", PB_SCHEDULE_KVFACTORY,
+         32, 64},
+        {"--schedule kvfactory-balanced --window 8 --beta 20",
+         PB_SCHEDULE_KVFACTORY_BALANCED, 32, 64},
+        {"--schedule taper --sinks 4 --beta 2.0", PB_SCHEDULE_TAPER, 12, 512},
+        {"--schedule curve --ratio 4 --gamma 0.75", PB_SCHEDULE_CURVE, 32,
+         2048},
+        {"--schedule geometric --ratio 8", PB_SCHEDULE_GEOMETRIC, 32, 128},
+        {"--schedule profile --weights 1,0.5,0.25,0 --min-share 10",
+         PB_SCHEDULE_PROFILE, 4, 100},
+    };
+    static const uint32_t profile_w[4] = {100u, 50u, 25u, 0u};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        char args[256];
+        snprintf(args, sizeof args, "plan --budget %u --layers %u %s --json",
+                 cases[i].budget, cases[i].layers, cases[i].flags);
+        cJSON *doc = run_json(args);
+        pb_schedule s = PB_SCHEDULE_DEFAULT;
+        s.kind = cases[i].kind;
+        s.num_layers = cases[i].layers;
+        s.budget = cases[i].budget;
+        s.ratio = cases[i].kind == PB_SCHEDULE_GEOMETRIC ? 8u : 4u;
+        s.taper_beta = 2.0;
+        s.weights = profile_w;
+        s.min_share = cases[i].kind == PB_SCHEDULE_PROFILE ? 10u : 0u;
+        uint32_t want[32];
+        uint64_t total = 0;
+        assert_int_equal(pb_kvcache_schedule_shares(&s, want, 32, &total),
+                         PB_OK);
+        assert_string_equal(
+            cJSON_GetObjectItemCaseSensitive(doc, "schedule")->valuestring,
+            pb_schedule_kind_name(cases[i].kind));
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(doc, "shares");
+        assert_int_equal(cJSON_GetArraySize(sh), (int)cases[i].layers);
+        for (uint32_t l = 0; l < cases[i].layers; ++l) {
+            assert_true(cJSON_GetArrayItem(sh, (int)l)->valuedouble ==
+                        (double)want[l]);
+            const cJSON *pl = cJSON_GetArrayItem(
+                cJSON_GetObjectItemCaseSensitive(doc, "perLayer"), (int)l);
+            assert_int_equal(
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl, "floorBinds")),
+                want[l] < 33u);
+        }
+        assert_true(num(doc, "total") == (double)total);
+        cJSON_Delete(doc);
+    }
+    /* The paper-code overshoot shows in the text form. */
+    char *out = NULL;
+    assert_int_equal(run_cli("plan --budget 64 --layers 32 --schedule "
+                             "kvfactory --window 8 --beta 20", 0, &out), 0);
+    assert_non_null(strstr(out, "\ntotal            2288"));
+    assert_non_null(strstr(out, "+240"));
+    free(out);
+    expect_usage_error("plan --budget 64 --layers 4 --schedule nope",
+                       "--schedule");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule taper,curve",
+                       "--schedule");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
+                       "--gamma 0.5", "--gamma");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
+                       "--window 64", "--window");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
+                       "--beta 2.5", "--beta");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule curve "
+                       "--gamma 0", "--gamma");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule curve "
+                       "--gamma 0.0005", "--gamma");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule profile "
+                       "--weights 1,2,3", "--weights");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule profile",
+                       "--weights");
+    expect_usage_error("plan --budget 64 --layers 2 --schedule profile "
+                       "--weights 0,0", "refuses");
+    expect_usage_error("plan --budget 64 --layers 4 --schedule taper "
+                       "--beta 0.5", "--beta");
+}
+
 /* `test_cli_bench_plan flat32` runs only the 32-layer flat acceptance run
  * (registered as its own ctest entry because it is the slow one); with no
  * argument, every other test. */
@@ -324,6 +417,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bench_nine_figures),
         cmocka_unit_test(test_bench_table),
         cmocka_unit_test(test_plan_arithmetic),
+        cmocka_unit_test(test_plan_schedules),
     };
     if (argc > 1 && strcmp(argv[1], "flat32") == 0)
         return cmocka_run_group_tests(slow, NULL, NULL);
