@@ -3,7 +3,10 @@
  * decode-4096 trace or the layered workload (bench/workload) and prints the
  * comparison of pyramid ratios at equal total memory, as a table, per layer
  * or as JSON. With no options it is the project's main job: funnel, flat
- * and inverted, 32 layers, budget 512, ratios 1, 2, 4, 8.
+ * and inverted, 32 layers, budget 512, ratios 1, 2, 4, 8. With --schedule
+ * it compares schedules of the allocation family instead of ratios (each
+ * layer's instance given its schedule share; cli_bench_schedule.c) and
+ * prints every schedule's real total.
  *
  * Owns the flags, the run loop over traces and the output; the traces,
  * metrics and harness are the workload library's, the policy choice
@@ -19,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_bench.h"
 #include "cli_bench_policy.h"
 #include "cli_commands.h"
 #include "cli_options.h"
@@ -26,42 +30,14 @@
 #include "workload_harness.h"
 #include "workload_metrics.h"
 
-#define MAX_LIST 16u
-#define MAX_BUDGET PB_WL_POSITIONS
-#define MAX_RATIO 4096u
-
-typedef struct bench_opts {
-    pb_wl_profile traces[PB_WL_PROFILE_COUNT];
-    size_t n_traces;
-    uint32_t layers;
-    int layers_set;
-    uint32_t budgets[MAX_LIST];
-    size_t n_budgets;
-    uint32_t ratios[MAX_LIST];
-    size_t n_ratios;
-    int ratios_set;
-    uint32_t recent, obs, kernel;
-    pb_cli_policy pol;
-    int per_layer, json;
-} bench_opts;
-
-/* What one trace produced. */
-typedef struct trace_run {
-    pb_wl_profile profile;
-    uint32_t layers;
-    pb_wl_config configs[MAX_LIST * MAX_LIST];
-    pb_wl_result results[MAX_LIST * MAX_LIST];
-    size_t n;
-    pb_wl_layer_info *info;
-    uint32_t sinks; /* the sinks the run used */
-} trace_run;
-
 static void help(FILE *out) {
     fprintf(out,
         "usage: pyramidkv bench [--trace T[,T...]] [--layers L] [--budget B[,B...]]\n"
         "                       [--ratio R[,R...]] [--recent N] [--obs N] [--kernel N]\n"
         "                       [--policy P | --scorer S] [--sinks N]\n"
         "                       [--per-layer] [--json]\n"
+        "       pyramidkv bench --schedule S[,S...] [schedule options] [the options\n"
+        "                       above, --ratio with one value]\n"
         "\n"
         "Measures PyramidKV against uniform budgets (ratio 1, SnapKV everywhere) at\n"
         "equal total memory, or the pyramid over any other policy or scorer\n"
@@ -88,6 +64,16 @@ static void help(FILE *out) {
         "  --kernel N     pooling width, odd, 1 .. 4095 [7]\n"
         "%s"
         "  --per-layer    also print every layer: entropy, share, mass, recall\n"
+        "  --schedule S   compare schedules instead of ratios, at the same budget:\n"
+        "                 arithmetic, uniform, kvfactory, kvfactory-balanced,\n"
+        "                 taper, curve, geometric, profile (`pyramidkv plan\n"
+        "                 --help`). Each layer's instance gets its share from the\n"
+        "                 schedule; the shares column is each schedule's real total\n"
+        "                 and \"vs LxB\" what it spends beyond layers x budget (the\n"
+        "                 paper's code, kvfactory, spends more at small budgets).\n"
+        "                 Schedule options as plan's: --ratio R (one value, [4]),\n"
+        "                 --window, --beta, --prompt-len, --gamma, --weights (one\n"
+        "                 per layer), --min-share; taper's n_sink is --sinks [4]\n"
         "  --json         print one JSON document instead of tables:\n"
         "                 {\"trace\", \"layers\", \"policy\", (\"sinks\",)\n"
         "                 \"results\": [{\"budget\", \"ratio\",\n"
@@ -95,6 +81,9 @@ static void help(FILE *out) {
         "                 \"evictionCalls\", \"peakHeld\", \"perLayer\": [...]}]}; with\n"
         "                 several traces, a JSON array of such documents\n"
         "  --help         this text\n"
+        "\n"
+        "Example: pyramidkv bench --schedule uniform,arithmetic,kvfactory,taper\n"
+        "         --budget 128 --trace funnel\n"
         "\n"
         "Progress goes to stderr when it is a terminal and the run exceeds a second.\n"
         "Exit status: 0 success, 1 a run failed, 2 a usage error.\n",
@@ -128,13 +117,8 @@ static int parse_traces(const char *text, bench_opts *o) {
     return 0;
 }
 
-/* Every (configuration, layer) pair is a policy instance plus the
- * harness's own copy of its held positions; all are alive at once. A run
- * that would need more than MAX_RUN_MIB is refused up front instead of
- * failing (or being killed) half-way. */
-#define MAX_RUN_MIB 2048u
-
 static int check_memory(const bench_opts *o) {
+    if (o->schedule_mode) return pb_cli_bench_check_memory_schedules(o);
     uint64_t bytes = 0;
     for (size_t t = 0; t < o->n_traces; ++t) {
         const uint32_t layers =
@@ -198,6 +182,13 @@ static int parse(int argc, char **argv, bench_opts *o) {
                 o->json = 1;
             continue;
         }
+        if (strcmp(f, "--ratio") == 0) {
+            o->sched.ratio = "given"; /* checked against the kinds below */
+        } else if (strcmp(f, "--sinks") != 0) { /* --sinks is the policy's */
+            const int sf = pb_cli_schedule_flag(&w, &o->sched);
+            if (sf == 1) continue;
+            if (sf != 0) return PB_CLI_USAGE;
+        }
         if (strcmp(f, "--trace") != 0 && strcmp(f, "--layers") != 0 &&
             strcmp(f, "--budget") != 0 && strcmp(f, "--ratio") != 0 &&
             strcmp(f, "--recent") != 0 && strcmp(f, "--obs") != 0 &&
@@ -247,6 +238,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
     if (pb_cli_policy_check(&o->pol, o->budgets, o->n_budgets, o->recent) !=
         0)
         return PB_CLI_USAGE;
+    if (pb_cli_bench_schedule_setup(o) != 0) return PB_CLI_USAGE;
     for (size_t i = 0; i < o->n_traces; ++i)
         if (o->traces[i] == PB_WL_DECODE4096 && o->layers_set &&
             o->layers != 1u)
@@ -293,12 +285,17 @@ static int run_trace(const bench_opts *o, pb_wl_profile profile,
      * were asked for, a single-layer trace runs ratio 1 only. */
     const size_t n_ratios =
         tr->layers == 1u && !o->ratios_set ? 1u : o->n_ratios;
-    for (size_t b = 0; b < o->n_budgets; ++b)
-        for (size_t r = 0; r < n_ratios; ++r) {
-            tr->configs[tr->n].budget = o->budgets[b];
-            tr->configs[tr->n].ratio = o->ratios[r];
-            tr->n++;
-        }
+    if (o->schedule_mode) {
+        const int rc = pb_cli_bench_schedule_configs(o, tr);
+        if (rc != 0) return rc;
+    } else {
+        for (size_t b = 0; b < o->n_budgets; ++b)
+            for (size_t r = 0; r < n_ratios; ++r) {
+                tr->configs[tr->n].budget = o->budgets[b];
+                tr->configs[tr->n].ratio = o->ratios[r];
+                tr->n++;
+            }
+    }
     tr->info = calloc(tr->layers, sizeof *tr->info);
     if (tr->info == NULL) {
         fprintf(stderr, "pyramidkv bench: out of memory\n");
@@ -318,6 +315,7 @@ static int run_trace(const bench_opts *o, pb_wl_profile profile,
     p.n_configs = tr->n;
     p.progress = on_progress;
     p.progress_ctx = pr;
+    if (o->schedule_mode) p.shares = (const uint32_t *const *)tr->shares;
     tr->sinks = p.sinks;
     pr->label = pb_wl_profile_name(profile);
     char err[256];
@@ -326,6 +324,7 @@ static int run_trace(const bench_opts *o, pb_wl_profile profile,
         fprintf(stderr, "pyramidkv bench: %s: %s\n", pr->label, err);
         free(tr->info);
         tr->info = NULL;
+        for (size_t i = 0; i < tr->n; ++i) free(tr->shares[i]);
         tr->n = 0;
         return 1;
     }
@@ -334,6 +333,7 @@ static int run_trace(const bench_opts *o, pb_wl_profile profile,
 
 static void free_trace(trace_run *tr) {
     pb_wl_result_free(tr->results, tr->n);
+    for (size_t i = 0; i < tr->n; ++i) free(tr->shares[i]);
     free(tr->info);
     tr->info = NULL;
 }
@@ -353,7 +353,12 @@ static cJSON *trace_json(const bench_opts *bo, const trace_run *tr) {
         const pb_wl_result *r = &tr->results[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "budget", r->config.budget);
+        if (tr->shares[i] != NULL)
+            cJSON_AddStringToObject(o, "schedule",
+                                    pb_schedule_kind_name(tr->kinds[i]));
         cJSON_AddNumberToObject(o, "ratio", r->config.ratio);
+        if (tr->shares[i] != NULL)
+            cJSON_AddNumberToObject(o, "shareTotal", (double)r->share_total);
         cJSON_AddNumberToObject(o, "retainedAttentionMass", r->mass);
         cJSON_AddNumberToObject(o, "heavyHitterRecall", r->recall);
         cJSON_AddNumberToObject(o, "evictionCalls", (double)r->evictions);
@@ -397,13 +402,25 @@ static int print_json(const bench_opts *o, const trace_run *runs, size_t n) {
 
 /* ---------------------------------------------------------------- tables */
 
-/* The uniform (ratio 1) result of the same trace and budget, or NULL. */
-static const pb_wl_result *uniform_of(const trace_run *tr, uint32_t budget) {
+/* Configuration i is uniform: ratio 1, or the uniform schedule. */
+static int is_uniform(const trace_run *tr, size_t i) {
+    if (tr->shares[i] != NULL) return tr->kinds[i] == PB_SCHEDULE_UNIFORM;
+    return tr->results[i].config.ratio == 1u;
+}
+
+const pb_wl_result *pb_cli_bench_uniform_of(const trace_run *tr,
+                                            uint32_t budget) {
     for (size_t i = 0; i < tr->n; ++i)
-        if (tr->results[i].config.budget == budget &&
-            tr->results[i].config.ratio == 1u)
+        if (tr->results[i].config.budget == budget && is_uniform(tr, i))
             return &tr->results[i];
     return NULL;
+}
+
+void pb_cli_bench_label(const trace_run *tr, size_t i, char *buf, size_t len) {
+    if (tr->shares[i] != NULL)
+        snprintf(buf, len, "%s", pb_schedule_kind_name(tr->kinds[i]));
+    else
+        snprintf(buf, len, "%u", tr->results[i].config.ratio);
 }
 
 /* Best first: more retained mass, then more recall, then the lower ratio. */
@@ -413,8 +430,7 @@ static int better(const pb_wl_result *a, const pb_wl_result *b) {
     return a->config.ratio < b->config.ratio;
 }
 
-/* Indices of the results of `budget`, best first; returns the count. */
-static size_t ranked(const trace_run *tr, uint32_t budget, size_t *idx) {
+size_t pb_cli_bench_ranked(const trace_run *tr, uint32_t budget, size_t *idx) {
     size_t n = 0;
     for (size_t i = 0; i < tr->n; ++i) {
         if (tr->results[i].config.budget != budget) continue;
@@ -428,7 +444,7 @@ static size_t ranked(const trace_run *tr, uint32_t budget, size_t *idx) {
     return n;
 }
 
-static void print_delta(double v, const pb_wl_result *u, double uv) {
+void pb_cli_bench_delta(double v, const pb_wl_result *u, double uv) {
     if (u == NULL)
         printf("  %9s", "-");
     else
@@ -438,6 +454,10 @@ static void print_delta(double v, const pb_wl_result *u, double uv) {
 static void print_table(const bench_opts *o, const trace_run *runs,
                         size_t n_runs) {
     int floors = 0;
+    if (o->schedule_mode) {
+        floors = pb_cli_bench_schedule_table(o, runs, n_runs);
+        goto notes;
+    }
     printf("%-11s %6s %5s %7s  %8s  %9s  %8s  %9s  %9s  %9s\n", "trace",
            "budget", "ratio", "shares", "mass", "vs r=1", "recall", "vs r=1",
            "evictions", "peak held");
@@ -445,8 +465,8 @@ static void print_table(const bench_opts *o, const trace_run *runs,
         const trace_run *tr = &runs[t];
         for (size_t b = 0; b < o->n_budgets; ++b) {
             size_t idx[MAX_LIST];
-            const size_t n = ranked(tr, o->budgets[b], idx);
-            const pb_wl_result *u = uniform_of(tr, o->budgets[b]);
+            const size_t n = pb_cli_bench_ranked(tr, o->budgets[b], idx);
+            const pb_wl_result *u = pb_cli_bench_uniform_of(tr, o->budgets[b]);
             for (size_t k = 0; k < n; ++k) {
                 const pb_wl_result *r = &tr->results[idx[k]];
                 const char mark = r->floors_binding ? '*' : ' ';
@@ -454,15 +474,16 @@ static void print_table(const bench_opts *o, const trace_run *runs,
                 printf("%-11s %6u %5u %6llu%c  %8.6f", pb_wl_profile_name(tr->profile),
                        r->config.budget, r->config.ratio,
                        (unsigned long long)r->share_total, mark, r->mass);
-                print_delta(r->mass, u, u ? u->mass : 0.0);
+                pb_cli_bench_delta(r->mass, u, u ? u->mass : 0.0);
                 printf("  %8.6f", r->recall);
-                print_delta(r->recall, u, u ? u->recall : 0.0);
+                pb_cli_bench_delta(r->recall, u, u ? u->recall : 0.0);
                 printf("  %9llu  %9llu\n", (unsigned long long)r->evictions,
                        (unsigned long long)r->peak_held);
             }
             if (t + 1 < n_runs || b + 1 < o->n_budgets) printf("\n");
         }
     }
+notes:
     if (floors) {
         printf("\n* some layers' shares are below the least policy %s keeps "
                "(%u); it keeps at least that there (its effective share):\n",
@@ -472,11 +493,14 @@ static void print_table(const bench_opts *o, const trace_run *runs,
             for (size_t i = 0; i < runs[t].n; ++i) {
                 const pb_wl_result *r = &runs[t].results[i];
                 if (r->floors_binding == 0u) continue;
-                printf("  %s budget %u ratio %u: %u layer%s at the floor; "
+                char label[32];
+                pb_cli_bench_label(&runs[t], i, label, sizeof label);
+                printf("  %s budget %u %s %s: %u layer%s at the floor; "
                        "sum of shares %llu, of effective shares %llu "
                        "(layers x budget = %llu)\n",
                        pb_wl_profile_name(runs[t].profile), r->config.budget,
-                       r->config.ratio, r->floors_binding,
+                       o->schedule_mode ? "schedule" : "ratio", label,
+                       r->floors_binding,
                        r->floors_binding == 1u ? "" : "s",
                        (unsigned long long)r->share_total,
                        (unsigned long long)r->effective_total,
@@ -489,16 +513,20 @@ static void print_table(const bench_opts *o, const trace_run *runs,
  * it did to mass and recall against uniform. */
 static void print_reading(const bench_opts *o, const trace_run *runs,
                           size_t n_runs) {
+    if (o->schedule_mode) {
+        pb_cli_bench_schedule_reading(o, runs, n_runs);
+        return;
+    }
     printf("\nreading (equal total memory):");
     const char *sep = " ";
     for (size_t t = 0; t < n_runs; ++t) {
         const trace_run *tr = &runs[t];
         for (size_t b = 0; b < o->n_budgets; ++b) {
             size_t idx[MAX_LIST];
-            const size_t n = ranked(tr, o->budgets[b], idx);
+            const size_t n = pb_cli_bench_ranked(tr, o->budgets[b], idx);
             const pb_wl_result *best = &tr->results[idx[0]];
             const pb_wl_result *worst = &tr->results[idx[n - 1]];
-            const pb_wl_result *u = uniform_of(tr, o->budgets[b]);
+            const pb_wl_result *u = pb_cli_bench_uniform_of(tr, o->budgets[b]);
             printf("%s%s", sep, pb_wl_profile_name(tr->profile));
             if (o->n_budgets > 1) printf(" B=%u", o->budgets[b]);
             if (u == NULL || n == 1)
@@ -527,10 +555,17 @@ static void print_per_layer(const bench_opts *o, const trace_run *runs,
                    "mass / recall per ratio):\n",
                    pb_wl_profile_name(tr->profile), o->budgets[b]);
             printf("%5s %7s", "layer", "entropy");
-            for (size_t i = 0; i < tr->n; ++i)
-                if (tr->results[i].config.budget == o->budgets[b])
-                    printf(" | r=%-4u %5s %8s %8s", tr->results[i].config.ratio,
-                           "share", "mass", "recall");
+            for (size_t i = 0; i < tr->n; ++i) {
+                if (tr->results[i].config.budget != o->budgets[b]) continue;
+                char label[32];
+                pb_cli_bench_label(tr, i, label, sizeof label);
+                if (o->schedule_mode)
+                    printf(" | %-6.6s %5s %8s %8s", label, "share", "mass",
+                           "recall");
+                else
+                    printf(" | r=%-4s %5s %8s %8s", label, "share", "mass",
+                           "recall");
+            }
             printf("\n");
             for (uint32_t l = 0; l < tr->layers; ++l) {
                 printf("%5u %7.4f", l, tr->info[l].entropy);
@@ -583,9 +618,15 @@ int pb_cli_bench(int argc, char **argv) {
                 printf("%u layers", o.layers);
             printf("; ");
             pb_cli_policy_describe(&o.pol, o.recent, o.obs, o.kernel);
-            printf("\nshares = sum of the layers' shares (<= layers x "
-                   "budget); mass, recall = means over layers; vs r=1 = "
-                   "minus uniform; best first\n\n");
+            if (o.schedule_mode)
+                printf("\nshares = each schedule's real total, vs LxB = "
+                       "minus layers x budget; mass, recall = means over "
+                       "layers; vs unif = minus the uniform schedule; best "
+                       "first\n\n");
+            else
+                printf("\nshares = sum of the layers' shares (<= layers x "
+                       "budget); mass, recall = means over layers; vs r=1 = "
+                       "minus uniform; best first\n\n");
             print_table(&o, runs, o.n_traces);
             print_reading(&o, runs, o.n_traces);
             if (o.per_layer) print_per_layer(&o, runs, o.n_traces);

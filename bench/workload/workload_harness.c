@@ -162,18 +162,26 @@ static pb_kvcache *create_family(const pb_wl_run_params *p,
 
 static pb_kvcache *create_policy(const pb_wl_run_params *p,
                                  const pb_wl_config *cf, uint32_t layer,
-                                 uint32_t effective) {
-    if (p->params_kind == PB_WL_PARAMS_NATIVE) {
+                                 uint32_t effective, const uint32_t *shares) {
+    /* An explicit share: 0 would mean "the formula" to pb_kvcache_create;
+     * 1 gives the same effective share (the floor). */
+    const uint32_t share =
+        shares != NULL ? (shares[layer] != 0u ? shares[layer] : 1u) : 0u;
+    if (p->params_kind == PB_WL_PARAMS_NATIVE ||
+        (shares != NULL && p->params_kind == PB_WL_PARAMS_PYRAMIDKV)) {
         pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
         c.budget = cf->budget;
         c.layer = layer;
         c.num_layers = p->layers;
         c.pyramid_ratio = cf->ratio;
+        c.share = share;
         c.recent_window = p->recent_window;
         c.obs_window = p->obs_window;
         c.pool_kernel = p->pool_kernel;
-        c.scorer = p->scorer;
-        c.sinks = p->sinks;
+        if (p->params_kind == PB_WL_PARAMS_NATIVE) {
+            c.scorer = p->scorer;
+            c.sinks = p->sinks;
+        }
         pb_kvcache *policy = NULL;
         return pb_kvcache_create(&c, NULL, &policy) == PB_OK ? policy : NULL;
     }
@@ -232,10 +240,13 @@ static int setup(const pb_wl_run_params *p, run_state *s, pb_wl_result *res,
             fail(err, err_len, "out of memory");
             return -1;
         }
+        const uint32_t *shares = p->shares != NULL ? p->shares[c] : NULL;
         for (uint32_t l = 0; l < L; ++l) {
             pb_wl_layer_stats *ls = &r->layers[l];
-            ls->share = pb_kvcache_pyramid_budget(r->config.budget, l, L,
-                                                  r->config.ratio);
+            ls->share = shares != NULL
+                            ? shares[l]
+                            : pb_kvcache_pyramid_budget(r->config.budget, l,
+                                                        L, r->config.ratio);
             const uint32_t floor =
                 pb_wl_floor_of(p->params_kind, p->recent_window, p->sinks);
             ls->effective = ls->share > floor ? ls->share : floor;
@@ -247,7 +258,8 @@ static int setup(const pb_wl_run_params *p, run_state *s, pb_wl_result *res,
                 fail(err, err_len, "out of memory");
                 return -1;
             }
-            sl->policy = create_policy(p, &r->config, l, ls->effective);
+            sl->policy =
+                create_policy(p, &r->config, l, ls->effective, shares);
             if (sl->policy == NULL) {
                 fail(err, err_len, "the policy refused budget %u ratio %u "
                      "layer %u (or ran out of memory)", r->config.budget,

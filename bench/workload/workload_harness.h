@@ -75,11 +75,20 @@ typedef struct pb_wl_run_params {
     /* Optional: called after every step t of steps (= positions - 1). */
     void (*progress)(void *ctx, uint32_t t, uint32_t steps);
     void *progress_ctx;
+    /* Optional explicit shares: shares[c][l] is layer l's share in
+     * configuration c (any schedule of pb_kvcache_schedule_shares), and
+     * configuration c's ratio is then only a label. NULL (or a NULL
+     * shares[c]): the pyramid formula of (budget, ratio). With the
+     * pyramidkv and native kinds the instance is made by pb_kvcache_create
+     * with that share; the other kinds get max(share, floor) as their
+     * budget. */
+    const uint32_t *const *shares;
 } pb_wl_run_params;
 
 /* What one layer of one configuration measured. */
 typedef struct pb_wl_layer_stats {
-    uint32_t share;        /* pb_kvcache_pyramid_budget(budget, l, L, r) */
+    uint32_t share;        /* pb_kvcache_pyramid_budget(budget, l, L, r),
+                              or the explicit share */
     uint32_t effective;    /* max(share, pb_wl_floor_of(...)), or the
                               library's effective share for the native kind:
                               the layer is evicted down to this whenever it

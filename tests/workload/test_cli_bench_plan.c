@@ -404,6 +404,62 @@ static void test_plan_schedules(void **state) {
                        "--beta 0.5", "--beta");
 }
 
+/* bench --schedule: each configuration runs its schedule's shares (the
+ * library's, per layer) and reports its real total; usage errors name the
+ * flag. */
+static void test_bench_schedules(void **state) {
+    (void)state;
+    cJSON *doc = run_json("bench --schedule uniform,kvfactory,taper "
+                          "--budget 64 --trace flat --layers 6 --window 8 "
+                          "--beta 3 --json");
+    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
+    assert_int_equal(cJSON_GetArraySize(results), 3);
+    for (int i = 0; i < 3; ++i) {
+        const cJSON *r = cJSON_GetArrayItem(results, i);
+        const char *name =
+            cJSON_GetObjectItemCaseSensitive(r, "schedule")->valuestring;
+        pb_schedule s = PB_SCHEDULE_DEFAULT;
+        assert_int_equal(pb_schedule_kind_from_name(name, &s.kind), PB_OK);
+        s.num_layers = 6;
+        s.budget = 64;
+        s.window = 8;
+        s.sinks = 4; /* taper's n_sink: the policies' --sinks, default 4 */
+        s.beta = 3;
+        s.taper_beta = 3.0;
+        uint32_t want[6];
+        uint64_t total = 0;
+        assert_int_equal(pb_kvcache_schedule_shares(&s, want, 6, &total),
+                         PB_OK);
+        assert_true(num(r, "shareTotal") == (double)total);
+        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
+        for (int l = 0; l < 6; ++l) {
+            const cJSON *lj = cJSON_GetArrayItem(pl, l);
+            assert_true(num(lj, "share") == (double)want[l]);
+            assert_true(num(lj, "effectiveShare") ==
+                        (double)(want[l] > 32u ? want[l] : 33u));
+        }
+        /* beta 3: min 56 / 3 = 18, max 94, steps 76 / 5 = 15 (floored);
+         * 6 x 102 - 15 x 15 = 387 overshoots 6 x 64 = 384 */
+        if (strcmp(name, "kvfactory") == 0) assert_int_equal(total, 387u);
+    }
+    cJSON_Delete(doc);
+    char *out = NULL;
+    assert_int_equal(run_cli("bench --schedule uniform,kvfactory --budget 64 "
+                             "--trace flat --layers 6",
+                             0, &out),
+                     0);
+    assert_non_null(strstr(out, "vs LxB"));
+    assert_non_null(strstr(out, "kvfactory spends +"));
+    free(out);
+    expect_usage_error("bench --schedule nope", "--schedule");
+    expect_usage_error("bench --schedule kvfactory --gamma 1", "--gamma");
+    expect_usage_error("bench --schedule curve --ratio 2,4", "--ratio");
+    expect_usage_error("bench --schedule uniform --ratio 2", "--ratio");
+    expect_usage_error("bench --window 8", "--window");
+    expect_usage_error("bench --schedule profile --layers 4 --weights 1,2",
+                       "--weights");
+}
+
 /* `test_cli_bench_plan flat32` runs only the 32-layer flat acceptance run
  * (registered as its own ctest entry because it is the slow one); with no
  * argument, every other test. */
@@ -418,6 +474,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_bench_table),
         cmocka_unit_test(test_plan_arithmetic),
         cmocka_unit_test(test_plan_schedules),
+        cmocka_unit_test(test_bench_schedules),
     };
     if (argc > 1 && strcmp(argv[1], "flat32") == 0)
         return cmocka_run_group_tests(slow, NULL, NULL);
