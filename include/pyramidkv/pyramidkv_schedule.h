@@ -8,7 +8,7 @@
  * umbrella header first).
  *
  * It owns the schedule description and its call. The rules each schedule
- * follows, to the last unit, are in docs/spec.md ("Schedules"); the guide's
+ * follows, to the last unit, are in docs/spec_schedules.md; the guide's
  * "Choosing a schedule" compares them on a 32-layer model.
  */
 #ifndef PYRAMIDKV_PYRAMIDKV_SCHEDULE_H
@@ -55,9 +55,9 @@ typedef enum pb_schedule_kind {
  * defaults for an older caller. */
 typedef struct pb_schedule {
     uint32_t struct_size; /* [sizeof(pb_schedule)] bytes of this struct the
-                             caller's header knew; below the first released
-                             size (this one) is refused, and bytes past the
-                             library's own size must be zero */
+                             caller's header knew; at least the 0.2 layout
+                             (64 bytes on LP64 platforms), and bytes past
+                             the library's own size must be zero */
     uint32_t kind;        /* [PB_SCHEDULE_ARITHMETIC] a pb_schedule_kind */
     uint32_t num_layers;  /* [1] L, >= 1 (every kind) */
     uint32_t budget;      /* [512] B, the average positions per layer, any
@@ -90,8 +90,9 @@ typedef struct pb_schedule {
     const uint32_t *weights; /* [NULL] (profile) num_layers non-negative
                              weights, layer 0 first, not all zero; read
                              only during the call. Scale decimals to
-                             integers first (the CLI multiplies by 10^6,
-                             see docs/spec.md) */
+                             integers first (the CLI multiplies every
+                             weight by one power of ten, see
+                             docs/spec_schedules.md) */
 } pb_schedule;
 
 #define PB_SCHEDULE_DEFAULT                                                  \
