@@ -26,4 +26,5 @@ const pb__vr_family pb__vr_families[] = {
     {"kv-cache/sliding-window", pb__vr_run_policy_case,
      &pb__vr_policy_sliding_window},
     {"kv-cache/pyramid-budget", pb__vr_run_budget_case, NULL},
+    {"kv-cache/schedule", pb__vr_run_schedule_case, NULL},
     {NULL, NULL, NULL}};

@@ -148,6 +148,10 @@ extern const pb__vr_family pb__vr_families[];
 int pb__vr_run_budget_case(case_state *c, const pb__vr_policy *unused,
                            const cJSON *cs);
 
+/* The schedule cases (vector_schedule.c). */
+int pb__vr_run_schedule_case(case_state *c, const pb__vr_policy *unused,
+                             const cJSON *cs);
+
 /* ------------------------------------------------------------------------ */
 /* Per-layer policy cases (vector_policy_case.c).                           */
 

@@ -1298,6 +1298,180 @@ static void head_reduce_sum_overflows_float(void **state) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* pb_kvcache_schedule_shares and the kind names                            */
+
+static pb_schedule sched_of(uint32_t kind) {
+    pb_schedule s = PB_SCHEDULE_DEFAULT;
+    s.kind = kind;
+    s.num_layers = 4u;
+    s.budget = 64u;
+    return s;
+}
+
+/* A refused call: the status, no share written (canaries past the layers
+ * too), no total written. */
+static void expect_schedule(const pb_schedule *s, size_t len, pb_status want) {
+    uint32_t shares[6];
+    uint64_t total = 0xDEADu;
+    for (size_t i = 0; i < 6u; ++i) shares[i] = CANARY;
+    assert_int_equal(pb_kvcache_schedule_shares(s, shares, len, &total), want);
+    for (size_t i = 0; i < 6u; ++i) assert_int_equal(shares[i], CANARY);
+    assert_int_equal(total, 0xDEADu);
+}
+
+static void schedule_null(void **state) {
+    (void)state;
+    expect_schedule(NULL, 4u, PB_ERR_NULL);
+}
+
+static void schedule_shares_null(void **state) {
+    (void)state;
+    const pb_schedule s = sched_of(PB_SCHEDULE_UNIFORM);
+    uint64_t total = 0xDEADu;
+    assert_int_equal(pb_kvcache_schedule_shares(&s, NULL, 4u, &total),
+                     PB_ERR_NULL);
+    assert_int_equal(total, 0xDEADu);
+}
+
+static void schedule_total_null_is_fine(void **state) {
+    (void)state;
+    const pb_schedule s = sched_of(PB_SCHEDULE_UNIFORM);
+    uint32_t shares[4];
+    assert_int_equal(pb_kvcache_schedule_shares(&s, shares, 4u, NULL), PB_OK);
+    for (size_t i = 0; i < 4u; ++i) assert_int_equal(shares[i], 64u);
+}
+
+static void schedule_struct_size_short(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_UNIFORM);
+    s.struct_size = (uint32_t)sizeof(pb_schedule) - 4u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+    s.struct_size = 0u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_struct_tail_nonzero(void **state) {
+    (void)state;
+    struct {
+        pb_schedule s;
+        uint32_t future;
+    } newer;
+    memset(&newer, 0, sizeof newer);
+    newer.s = sched_of(PB_SCHEDULE_UNIFORM);
+    newer.s.struct_size = (uint32_t)sizeof newer;
+    newer.future = 1u;
+    expect_schedule(&newer.s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_kind_unknown(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_PROFILE + 1u);
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+    s.kind = UINT32_MAX;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_num_layers_zero(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_CURVE);
+    s.num_layers = 0u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_weights_null(void **state) {
+    (void)state;
+    const pb_schedule s = sched_of(PB_SCHEDULE_PROFILE);
+    expect_schedule(&s, 4u, PB_ERR_NULL);
+}
+
+static void schedule_weights_all_zero(void **state) {
+    (void)state;
+    static const uint32_t zeros[4] = {0u, 0u, 0u, 0u};
+    pb_schedule s = sched_of(PB_SCHEDULE_PROFILE);
+    s.weights = zeros;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_window_not_below_c(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_KVFACTORY);
+    s.window = 64u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+    s.kind = PB_SCHEDULE_KVFACTORY_BALANCED;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_beta_zero(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_KVFACTORY);
+    s.beta = 0u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_gamma_zero(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_CURVE);
+    s.gamma_milli = 0u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_taper_beta_below_one_or_nan(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_TAPER);
+    s.taper_beta = 0.5;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+    s.taper_beta = NAN;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+    s.taper_beta = INFINITY;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_ratio_zero(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_GEOMETRIC);
+    s.ratio = 0u;
+    expect_schedule(&s, 4u, PB_ERR_PARAM);
+}
+
+static void schedule_buffer_one_short(void **state) {
+    (void)state;
+    const pb_schedule s = sched_of(PB_SCHEDULE_TAPER);
+    expect_schedule(&s, 3u, PB_ERR_BUFFER);
+}
+
+static void schedule_share_too_large(void **state) {
+    (void)state;
+    pb_schedule s = sched_of(PB_SCHEDULE_GEOMETRIC);
+    s.budget = UINT32_MAX; /* layer 0 above the average */
+    expect_schedule(&s, 4u, PB_ERR_TOO_LARGE);
+    s.kind = PB_SCHEDULE_KVFACTORY; /* 2C - w - min above 2^32 */
+    expect_schedule(&s, 4u, PB_ERR_TOO_LARGE);
+}
+
+static void schedule_buffer_one_long(void **state) {
+    (void)state;
+    const pb_schedule s = sched_of(PB_SCHEDULE_GEOMETRIC);
+    uint32_t shares[5] = {CANARY, CANARY, CANARY, CANARY, CANARY};
+    uint64_t total = 0;
+    assert_int_equal(pb_kvcache_schedule_shares(&s, shares, 5u, &total),
+                     PB_OK);
+    assert_int_equal(total, 256u);
+    assert_int_equal(shares[4], CANARY);
+}
+
+static void schedule_kind_names_unknown(void **state) {
+    (void)state;
+    assert_null(pb_schedule_kind_name(PB_SCHEDULE_PROFILE + 1u));
+    assert_null(pb_schedule_kind_name(UINT32_MAX));
+    uint32_t kind = CANARY;
+    assert_int_equal(pb_schedule_kind_from_name("pyramid", &kind),
+                     PB_ERR_PARAM);
+    assert_int_equal(pb_schedule_kind_from_name(NULL, &kind), PB_ERR_NULL);
+    assert_int_equal(kind, CANARY);
+    assert_int_equal(pb_schedule_kind_from_name("taper", NULL), PB_ERR_NULL);
+}
+
+/* ------------------------------------------------------------------------ */
 
 #define ROW(fn) cmocka_unit_test(fn)
 #define WARM(fn) cmocka_unit_test_setup_teardown(fn, fx_warm, fx_done)
@@ -1324,6 +1498,24 @@ int main(void) {
         ROW(total_num_layers_zero),
         ROW(total_ratio_zero),
         ROW(total_uint32_max_inputs),
+        ROW(schedule_null),
+        ROW(schedule_shares_null),
+        ROW(schedule_total_null_is_fine),
+        ROW(schedule_struct_size_short),
+        ROW(schedule_struct_tail_nonzero),
+        ROW(schedule_kind_unknown),
+        ROW(schedule_num_layers_zero),
+        ROW(schedule_weights_null),
+        ROW(schedule_weights_all_zero),
+        ROW(schedule_window_not_below_c),
+        ROW(schedule_beta_zero),
+        ROW(schedule_gamma_zero),
+        ROW(schedule_taper_beta_below_one_or_nan),
+        ROW(schedule_ratio_zero),
+        ROW(schedule_buffer_one_short),
+        ROW(schedule_share_too_large),
+        ROW(schedule_buffer_one_long),
+        ROW(schedule_kind_names_unknown),
 
         ROW(create_out_null),
         ROW(create_params_null_is_default),
