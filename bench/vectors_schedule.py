@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """vectors_schedule.py - writes vectors/schedule_*.json, the golden vectors
 of pb_kvcache_schedule_shares, from an independent Python reading of
-docs/spec_schedules.md: kvfactory's integer rules, taper in Python floats
+docs/spec.md §12: kvfactory's integer rules, taper in Python floats
 (the reference's own arithmetic), the exact apportionment with Python's
 unbounded integers, and the fixed-point log2 / 2^-y of curve and geometric.
 
@@ -118,7 +118,7 @@ def taper(L, B, n_sink, beta):
                 v[i] = f
                 fixed[i] = True
         total = 0
-        for x in v:            # left to right, as docs/spec_schedules.md
+        for x in v:            # left to right, as docs/spec.md §12
             total = total + x
         excess = total - B * L
         if excess <= 1e-9:
@@ -268,7 +268,6 @@ def case(name, why, **kw):
     return c
 
 
-E = "(an edge: see docs/spec_schedules.md)"
 W32 = [452, 448, 444, 440, 436, 433, 428, 425, 420, 417, 412, 407, 403, 397,
        394, 389, 384, 379, 375, 369, 364, 358, 352, 348, 341, 336, 329, 325,
        317, 311, 303, 298]
@@ -527,7 +526,7 @@ def main():
             "description": "pb_kvcache_schedule_shares, schedule %s: shares "
                            "and exact totals (or the refusal), computed by "
                            "bench/vectors_schedule.py from "
-                           "docs/spec_schedules.md." % stem.replace("_", "-"),
+                           "docs/spec.md §12." % stem.replace("_", "-"),
             "cases": cases,
         }
         path = os.path.join("vectors", "schedule_%s.json" % stem)

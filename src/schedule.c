@@ -1,6 +1,6 @@
 /*
  * schedule.c - the allocation family: pb_kvcache_schedule_shares and the
- * kind names. Every schedule of docs/spec_schedules.md is computed here
+ * kind names. Every schedule of docs/spec.md §12 is computed here
  * into the caller's array with its exact total: integer arithmetic for all
  * but taper, whose reference is double arithmetic and is followed operation
  * for operation. No allocation, no libm, no state.
@@ -451,7 +451,7 @@ pb_status pb_schedule_kind_from_name(const char *name, uint32_t *kind) {
     return PB_ERR_PARAM;
 }
 
-/* The kind's own ranges (docs/spec_schedules.md). */
+/* The kind's own ranges (docs/spec.md §12). */
 static pb_status check_fields(const pb_schedule *s) {
     switch (s->kind) {
     case PB_SCHEDULE_ARITHMETIC:

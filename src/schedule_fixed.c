@@ -2,9 +2,8 @@
  * schedule_fixed.c - exact integer arithmetic for the allocation family:
  * 128-bit products and quotients built from 32-bit limbs, and the
  * fixed-point log2 / 2^-y with which curve and geometric weights are
- * defined (docs/spec_schedules.md, "Fixed-point powers"). No floating
- * point, no libm, no compiler extensions, so every platform computes the
- * same bits.
+ * defined (docs/spec.md §12.8). No floating point, no libm, no compiler
+ * extensions, so every platform computes the same bits.
  *
  * Owns arithmetic only; the schedules themselves are in schedule.c.
  */

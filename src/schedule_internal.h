@@ -2,8 +2,7 @@
  * schedule_internal.h - the exact integer helpers of the allocation family
  * (schedule_fixed.c), shared with schedule.c: 64 x 64 -> 128-bit products,
  * 128 / 64-bit division, and the fixed-point log2 and 2^-y that curve and
- * geometric are defined with (docs/spec_schedules.md, "Fixed-point
- * powers").
+ * geometric are defined with (docs/spec.md §12.8).
  */
 #ifndef PB_SCHEDULE_INTERNAL_H
 #define PB_SCHEDULE_INTERNAL_H
@@ -22,7 +21,7 @@ uint64_t pb__div128(uint64_t hi, uint64_t lo, uint64_t d, uint64_t *rem);
 void pb__exp2_constants(uint64_t c[32]);
 
 /* log2(n) in Q32 (the integer part above bit 32) for 1 <= n < 2^32, by
- * repeated squaring (docs/spec_schedules.md). Non-decreasing in n;
+ * repeated squaring (docs/spec.md §12.8). Non-decreasing in n;
  * log2(1) = 0. */
 uint64_t pb__log2_q32(uint32_t n);
 

@@ -1,5 +1,5 @@
 /*
- * test_schedule.c - pb_kvcache_schedule_shares against docs/spec_schedules.md
+ * test_schedule.c - pb_kvcache_schedule_shares against docs/spec.md §12
  * ("Schedules"): the published facts to the unit; kvfactory and taper
  * against plain transcriptions of their references on random inputs
  * (every kvfactory branch counted, taper with beta up to 10 and no sinks);
@@ -322,7 +322,7 @@ static void taper_half_even(void **state) {
 __extension__ typedef unsigned __int128 u128;
 
 /* Largest remainder over `units` by weights, ties to the lower layer, by
- * sorting: the plain reading of docs/spec_schedules.md. */
+ * sorting: the plain reading of docs/spec.md §12. */
 static void apportion_plain(const uint32_t *w, uint32_t L, uint64_t units,
                             uint32_t base, uint64_t *out) {
     u128 wsum = 0;

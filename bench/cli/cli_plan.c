@@ -49,7 +49,7 @@ static void help(FILE *out) {
         "recent window N keeps N + 1 there, so size that buffer for N + 1.\n"
         "\n"
         "schedules (docs/guide.md, \"Choosing a schedule\"; the exact rules:\n"
-        "docs/spec_schedules.md):\n"
+        "docs/spec.md, section 12):\n"
         "  arithmetic          the PyramidKV pyramid, pb_kvcache_pyramid_budget; the\n"
         "                      default. Needs --ratio. Total <= L x B\n"
         "  uniform             B for every layer\n"

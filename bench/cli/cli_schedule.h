@@ -3,7 +3,7 @@
  * `pyramidkv bench` (--schedule, --ratio, --window, --beta, --prompt-len,
  * --sinks, --gamma, --weights, --min-share): collecting their texts, turning
  * them into a pb_schedule for one kind, and the decimal conversions the
- * library's integer fields need (docs/spec_schedules.md).
+ * library's integer fields need (docs/spec.md §12).
  *
  * Owns flag syntax and conversion only; the shares are the library's.
  */

@@ -1,7 +1,7 @@
 /*
  * vector_schedule.c - the schedule family of golden vectors
  * ("kv-cache/schedule", docs/vectors.md): a case describes one schedule
- * (docs/spec_schedules.md) and pins every layer's share and the exact
+ * (docs/spec.md §12) and pins every layer's share and the exact
  * total of pb_kvcache_schedule_shares, or the status it refuses with (in
  * which case nothing may be written).
  *

@@ -8,7 +8,7 @@
  * umbrella header first).
  *
  * It owns the schedule description and its call. The rules each schedule
- * follows, to the last unit, are in docs/spec_schedules.md; the guide's
+ * follows, to the last unit, are in docs/spec.md §12; the guide's
  * "Choosing a schedule" compares them on a 32-layer model.
  */
 #ifndef PYRAMIDKV_PYRAMIDKV_SCHEDULE_H
@@ -92,7 +92,7 @@ typedef struct pb_schedule {
                              only during the call. Scale decimals to
                              integers first (the CLI multiplies every
                              weight by one power of ten, see
-                             docs/spec_schedules.md) */
+                             docs/spec.md §12) */
 } pb_schedule;
 
 #define PB_SCHEDULE_DEFAULT                                                  \

@@ -1,6 +1,6 @@
 /*
  * fuzz_schedule.c - libFuzzer target: pb_kvcache_schedule_shares on
- * arbitrary schedule descriptions (docs/spec_schedules.md). The input bytes
+ * arbitrary schedule descriptions (docs/spec.md §12). The input bytes
  * become a pb_schedule (every field, the struct_size, a tail beyond it, up
  * to 96 layers and their profile weights) and a buffer length. Whatever the
  * input: no crash; a refusal writes nothing (canaries) and is one of the
