@@ -16,3 +16,29 @@ int pb_header_probe_c11(void) {
            (pb_kvcache_snapkv.evict != NULL) +
            (c.struct_size == sizeof c);
 }
+
+int pb_header_probe_family_c11(void);
+
+/* The rest of the family and the scorer introspection: their params and
+ * _DEFAULT initialisers, the vtables and the new functions. */
+int pb_header_probe_family_c11(void) {
+    const pb_kvcache_h2o_params h = PB_KVCACHE_H2O_PARAMS_DEFAULT;
+    const pb_kvcache_scissorhands_params s =
+        PB_KVCACHE_SCISSORHANDS_PARAMS_DEFAULT;
+    const pb_kvcache_tova_params t = PB_KVCACHE_TOVA_PARAMS_DEFAULT;
+    const pb_kvcache_streaming_llm_params l =
+        PB_KVCACHE_STREAMING_LLM_PARAMS_DEFAULT;
+    const pb_kvcache_sliding_window_params w =
+        PB_KVCACHE_SLIDING_WINDOW_PARAMS_DEFAULT;
+    pb_status (*score)(const pb_kvcache *, uint32_t, double *) =
+        pb_kvcache_score;
+    size_t (*sinks)(const pb_kvcache *) = pb_kvcache_sink_count;
+    return (int)(h.budget + h.recent_window + s.budget + s.recent_window +
+                 t.budget + l.budget + l.sinks + w.budget) +
+           (pb_kvcache_h2o.create != NULL) +
+           (pb_kvcache_scissorhands.create != NULL) +
+           (pb_kvcache_tova.evict != NULL) +
+           (pb_kvcache_streaming_llm.create != NULL) +
+           (pb_kvcache_sliding_window.destroy != NULL) + (score != NULL) +
+           (sinks != NULL) + (int)PB_SCORER_NONE;
+}

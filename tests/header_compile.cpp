@@ -14,3 +14,29 @@ extern "C" int pb_header_probe_cxx(void) {
            (v->create != nullptr) + (pb_kvcache_snapkv.evict != nullptr) +
            (c.struct_size == sizeof c);
 }
+
+extern "C" int pb_header_probe_family_cxx(void);
+
+extern "C" int pb_header_probe_family_cxx(void) {
+    const pb_kvcache_h2o_params h = PB_KVCACHE_H2O_PARAMS_DEFAULT;
+    const pb_kvcache_scissorhands_params s =
+        PB_KVCACHE_SCISSORHANDS_PARAMS_DEFAULT;
+    const pb_kvcache_tova_params t = PB_KVCACHE_TOVA_PARAMS_DEFAULT;
+    const pb_kvcache_streaming_llm_params l =
+        PB_KVCACHE_STREAMING_LLM_PARAMS_DEFAULT;
+    const pb_kvcache_sliding_window_params w =
+        PB_KVCACHE_SLIDING_WINDOW_PARAMS_DEFAULT;
+    pb_status (*score)(const pb_kvcache *, uint32_t, double *) =
+        pb_kvcache_score;
+    size_t (*sinks)(const pb_kvcache *) = pb_kvcache_sink_count;
+    return static_cast<int>(h.budget + h.recent_window + s.budget +
+                            s.recent_window + t.budget + l.budget + l.sinks +
+                            w.budget) +
+           (pb_kvcache_h2o.create != nullptr) +
+           (pb_kvcache_scissorhands.create != nullptr) +
+           (pb_kvcache_tova.evict != nullptr) +
+           (pb_kvcache_streaming_llm.create != nullptr) +
+           (pb_kvcache_sliding_window.destroy != nullptr) +
+           (score != nullptr) + (sinks != nullptr) +
+           static_cast<int>(PB_SCORER_NONE);
+}

@@ -1,7 +1,8 @@
 /*
- * reference_model.c - the naive PyramidKV layer policy (see the header).
- * Every rule is written the plainest way it can be, one loop per rule, so
- * that a reader can check it against the specification line by line.
+ * reference_model.c - the naive layer policy of every scorer (see the
+ * header). Every rule is written the plainest way it can be, one loop per
+ * rule, so that a reader can check it against the specification line by
+ * line.
  */
 #include "reference_model.h"
 
@@ -21,37 +22,74 @@ pb_status ref_create(ref_policy *r, const pb_kvcache_pyramidkv_params *params,
     const pb_kvcache_options dopt = PB_KVCACHE_OPTIONS_DEFAULT;
     const pb_kvcache_pyramidkv_params p = params ? *params : dp;
     const pb_kvcache_options o = options ? *options : dopt;
-    memset(r, 0, sizeof *r);
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.budget = p.budget;
+    c.layer = p.layer;
+    c.num_layers = p.num_layers;
+    c.pyramid_ratio = p.pyramid_ratio;
+    c.recent_window = p.recent_window;
+    c.obs_window = p.obs_window;
+    c.pool_kernel = p.pool_kernel;
+    c.pool = o.pool;
+    c.capacity = o.capacity;
+    c.prefill_scope = o.prefill_scope;
+    c.prefill_max_len = o.prefill_max_len;
+    return ref_create_config(r, &c);
+}
 
-    if (p.budget == 0u || p.budget == UINT32_MAX) return PB_ERR_PARAM;
-    if (p.num_layers == 0u || p.layer >= p.num_layers) return PB_ERR_PARAM;
-    if (p.pyramid_ratio == 0u) return PB_ERR_PARAM;
-    if (p.recent_window >= p.budget) return PB_ERR_PARAM;
-    if (p.obs_window == 0u) return PB_ERR_PARAM;
-    if (p.pool_kernel == 0u || p.pool_kernel % 2u == 0u) return PB_ERR_PARAM;
-    if (o.pool > 1u || o.prefill_scope > 1u) return PB_ERR_PARAM;
-    if (o.capacity != 0u && (uint64_t)o.capacity < (uint64_t)p.recent_window + 2u)
+pb_status ref_create_config(ref_policy *r, const pb_kvcache_config *c) {
+    memset(r, 0, sizeof *r);
+    if (c->budget == 0u || c->budget == UINT32_MAX) return PB_ERR_PARAM;
+    if (c->num_layers == 0u || c->layer >= c->num_layers) return PB_ERR_PARAM;
+    if (c->pyramid_ratio == 0u) return PB_ERR_PARAM;
+    if (c->recent_window >= c->budget) return PB_ERR_PARAM;
+    if (c->obs_window == 0u) return PB_ERR_PARAM;
+    if (c->pool_kernel == 0u || c->pool_kernel % 2u == 0u) return PB_ERR_PARAM;
+    if (c->pool > 1u || c->prefill_scope > 1u) return PB_ERR_PARAM;
+    if (c->scorer > (uint32_t)PB_SCORER_NONE) return PB_ERR_PARAM;
+    if (c->prefill_max_len != 0u &&
+        (c->scorer != (uint32_t)PB_SCORER_WINDOW || c->sinks != 0u))
+        return PB_ERR_PARAM;
+    if (c->capacity != 0u &&
+        (uint64_t)c->capacity < (uint64_t)c->recent_window + 2u)
         return PB_ERR_PARAM;
 
-    uint32_t share = pb_kvcache_pyramid_budget(p.budget, p.layer, p.num_layers,
-                                               p.pyramid_ratio);
-    uint32_t effective = share > p.recent_window ? share : p.recent_window + 1u;
-    uint64_t capacity = o.capacity;
+    uint32_t share = c->share;
+    if (share == 0u)
+        share = pb_kvcache_pyramid_budget(c->budget, c->layer, c->num_layers,
+                                          c->pyramid_ratio);
+    uint32_t effective =
+        share > c->recent_window ? share : c->recent_window + 1u;
+    uint64_t capacity = c->capacity;
     if (capacity == 0u)
-        capacity = (uint64_t)(effective > p.budget ? effective : p.budget) + 1u;
-    if (capacity > REF_MAX_CAPACITY || p.obs_window > 4096u)
+        capacity = (uint64_t)(effective > c->budget ? effective : c->budget) + 1u;
+    if ((uint64_t)c->sinks + c->recent_window >= capacity) return PB_ERR_PARAM;
+    if (capacity > REF_MAX_CAPACITY || c->obs_window > 4096u)
         return PB_ERR_TOO_LARGE;
 
-    r->params = p;
-    r->pool = o.pool;
+    r->params.budget = c->budget;
+    r->params.layer = c->layer;
+    r->params.num_layers = c->num_layers;
+    r->params.pyramid_ratio = c->pyramid_ratio;
+    r->params.recent_window = c->recent_window;
+    r->params.obs_window = c->obs_window;
+    r->params.pool_kernel = c->pool_kernel;
+    r->pool = c->pool;
+    r->scorer = c->scorer;
+    r->sinks = c->sinks;
     r->effective = effective;
     r->capacity = (size_t)capacity;
     r->pos = malloc(r->capacity * sizeof *r->pos);
-    r->ring = malloc(r->capacity * p.obs_window * sizeof *r->ring);
+    r->ring = malloc(r->capacity * c->obs_window * sizeof *r->ring);
     r->scratch = malloc(r->capacity * sizeof *r->scratch);
     r->pooled = malloc(r->capacity * sizeof *r->pooled);
     r->gone = malloc(r->capacity);
-    if (!r->pos || !r->ring || !r->scratch || !r->pooled || !r->gone) {
+    r->cum = malloc(r->capacity * sizeof *r->cum);
+    r->last = malloc(r->capacity * sizeof *r->last);
+    r->observed = malloc(r->capacity);
+    r->votes = malloc(r->capacity * sizeof *r->votes);
+    if (!r->pos || !r->ring || !r->scratch || !r->pooled || !r->gone ||
+        !r->cum || !r->last || !r->observed || !r->votes) {
         ref_destroy(r);
         return PB_ERR_NOMEM;
     }
@@ -65,14 +103,27 @@ void ref_destroy(ref_policy *r) {
     free(r->scratch);
     free(r->pooled);
     free(r->gone);
+    free(r->cum);
+    free(r->last);
+    free(r->observed);
+    free(r->votes);
     memset(r, 0, sizeof *r);
+}
+
+/* A new held position at index i: nothing observed, every score 0. */
+static void clear_at(ref_policy *r, size_t i) {
+    memset(ring_of(r, i), 0, r->params.obs_window * sizeof(float));
+    r->cum[i] = 0.0;
+    r->last[i] = 0.0;
+    r->observed[i] = 0;
+    r->votes[i] = 0;
 }
 
 void ref_reset(ref_policy *r) {
     r->kept = 1;
     r->slot = 0;
     r->pos[0] = 0;
-    memset(ring_of(r, 0), 0, r->params.obs_window * sizeof(float));
+    clear_at(r, 0);
 }
 
 pb_status ref_observe(ref_policy *r, uint32_t pos, const float *attn,
@@ -86,12 +137,25 @@ pb_status ref_observe(ref_policy *r, uint32_t pos, const float *attn,
     if (r->kept >= r->capacity) return PB_ERR_FULL;
 
     if (attn != NULL) {
+        /* Every scorer's record, whichever this instance ranks by. */
         for (size_t i = 0; i < r->kept; ++i)
             ring_of(r, i)[r->slot] = attn[i];
         r->slot = (r->slot + 1u) % r->params.obs_window;
+        for (size_t i = 0; i < r->kept; ++i) r->cum[i] += (double)attn[i];
+        for (size_t i = 0; i < r->kept; ++i) {
+            /* -0.0 is recorded as the 0.0 it equals. */
+            r->last[i] = attn[i] == 0.0f ? 0.0 : (double)attn[i];
+            r->observed[i] = 1;
+        }
+        if (attn_len > 0) {
+            const double share = 1.0 / (double)attn_len;
+            for (size_t i = 0; i < r->kept; ++i)
+                if ((double)attn[i] > share && r->votes[i] < UINT32_MAX)
+                    r->votes[i] += 1u;
+        }
     }
     r->pos[r->kept] = pos;
-    memset(ring_of(r, r->kept), 0, r->params.obs_window * sizeof(float));
+    clear_at(r, r->kept);
     r->kept += 1;
     return PB_OK;
 }
@@ -103,36 +167,43 @@ static double window_score_at(const ref_policy *r, size_t i) {
     return sum;
 }
 
-pb_status ref_window_score(const ref_policy *r, uint32_t pos, double *score) {
-    for (size_t i = 0; i < r->kept; ++i) {
-        if (r->pos[i] == pos) {
-            *score = window_score_at(r, i);
-            return PB_OK;
-        }
-    }
-    return PB_ERR_NOT_HELD;
+static size_t index_of(const ref_policy *r, uint32_t pos) {
+    for (size_t i = 0; i < r->kept; ++i)
+        if (r->pos[i] == pos) return i;
+    return r->kept;
 }
 
-pb_status ref_evict(ref_policy *r, uint32_t budget, uint32_t *victims,
-                    size_t victims_cap, size_t *n_victims) {
-    const size_t target = budget < r->effective ? budget : r->effective;
-    if (r->kept <= target) {
-        *n_victims = 0;
-        return PB_OK;
-    }
-    size_t needed = r->kept - target;
-    const size_t recent = r->params.recent_window < r->kept
-                              ? r->params.recent_window
-                              : r->kept;
-    const size_t evictable = r->kept - recent;
-    if (needed > evictable) needed = evictable;
-    if (needed > victims_cap) {
-        *n_victims = needed;
-        return PB_ERR_BUFFER;
-    }
+pb_status ref_window_score(const ref_policy *r, uint32_t pos, double *score) {
+    if (r->scorer != (uint32_t)PB_SCORER_WINDOW) return PB_ERR_PARAM;
+    const size_t i = index_of(r, pos);
+    if (i == r->kept) return PB_ERR_NOT_HELD;
+    *score = window_score_at(r, i);
+    return PB_OK;
+}
 
+pb_status ref_score(const ref_policy *r, uint32_t pos, double *score) {
+    const size_t i = index_of(r, pos);
+    if (i == r->kept) return PB_ERR_NOT_HELD;
+    switch (r->scorer) {
+    case PB_SCORER_WINDOW: *score = window_score_at(r, i); break;
+    case PB_SCORER_CUMULATIVE: *score = r->cum[i]; break;
+    case PB_SCORER_LAST: *score = r->observed[i] ? r->last[i] : -1.0; break;
+    case PB_SCORER_VOTES: *score = (double)r->votes[i]; break;
+    default: *score = 0.0; break;
+    }
+    return PB_OK;
+}
+
+size_t ref_sink_count(const ref_policy *r) {
+    size_t n = 0;
+    for (size_t i = 0; i < r->kept; ++i)
+        if (r->pos[i] < r->sinks) n += 1;
+    return n;
+}
+
+/* The window scorer's pooled scores into r->pooled. */
+static void pool_window_scores(ref_policy *r) {
     for (size_t i = 0; i < r->kept; ++i) r->scratch[i] = window_score_at(r, i);
-
     const size_t h = (r->params.pool_kernel - 1u) / 2u;
     for (size_t i = 0; i < r->kept; ++i) {
         const size_t lo = i >= h ? i - h : 0;
@@ -148,22 +219,62 @@ pb_status ref_evict(ref_policy *r, uint32_t budget, uint32_t *victims,
             r->pooled[i] = best;
         }
     }
+}
 
-    /* One full scan per victim: the lowest pooled score among the evictable
-     * positions not yet chosen; on equal scores the lower position. */
-    memset(r->gone, 0, r->kept);
+pb_status ref_evict(ref_policy *r, uint32_t budget, uint32_t *victims,
+                    size_t victims_cap, size_t *n_victims) {
+    const size_t target = budget < r->effective ? budget : r->effective;
+    if (r->kept <= target) {
+        *n_victims = 0;
+        return PB_OK;
+    }
+    /* gone[i] = 2 marks a protected position: one of the newest
+     * recent_window, a sink, or (last scorer) never observed. */
+    const size_t recent = r->params.recent_window < r->kept
+                              ? r->params.recent_window
+                              : r->kept;
+    size_t evictable = 0;
+    for (size_t i = 0; i < r->kept; ++i) {
+        int protect = i >= r->kept - recent || r->pos[i] < r->sinks;
+        if (r->scorer == (uint32_t)PB_SCORER_LAST && !r->observed[i])
+            protect = 1;
+        r->gone[i] = protect ? 2 : 0;
+        if (!protect) evictable += 1;
+    }
+    size_t needed = r->kept - target;
+    if (needed > evictable) needed = evictable;
+    if (needed > victims_cap) {
+        *n_victims = needed;
+        return PB_ERR_BUFFER;
+    }
+
+    /* The key each scorer ranks by (none: all equal, so the ties rule
+     * takes the oldest). */
+    if (r->scorer == (uint32_t)PB_SCORER_WINDOW) pool_window_scores(r);
+    for (size_t i = 0; i < r->kept; ++i) {
+        switch (r->scorer) {
+        case PB_SCORER_WINDOW: break;
+        case PB_SCORER_CUMULATIVE: r->pooled[i] = r->cum[i]; break;
+        case PB_SCORER_LAST: r->pooled[i] = r->last[i]; break;
+        case PB_SCORER_VOTES: r->pooled[i] = (double)r->votes[i]; break;
+        default: r->pooled[i] = 0.0; break;
+        }
+    }
+
+    /* One full scan per victim: the lowest key among the evictable
+     * positions not yet chosen; on equal keys the lower position. */
     for (size_t v = 0; v < needed; ++v) {
-        size_t best = evictable;
-        for (size_t i = 0; i < evictable; ++i) {
+        size_t best = r->kept;
+        for (size_t i = 0; i < r->kept; ++i) {
             if (r->gone[i]) continue;
-            if (best == evictable || r->pooled[i] < r->pooled[best]) best = i;
+            if (best == r->kept || r->pooled[i] < r->pooled[best]) best = i;
         }
         r->gone[best] = 1;
     }
 
     size_t n = 0, w = 0;
     for (size_t i = 0; i < r->kept; ++i) {
-        if (r->gone[i]) {
+        if (r->gone[i] == 1) {
             victims[n++] = r->pos[i];
             continue;
         }
@@ -171,6 +282,10 @@ pb_status ref_evict(ref_policy *r, uint32_t budget, uint32_t *victims,
             r->pos[w] = r->pos[i];
             memcpy(ring_of(r, w), ring_of(r, i),
                    r->params.obs_window * sizeof(float));
+            r->cum[w] = r->cum[i];
+            r->last[w] = r->last[i];
+            r->observed[w] = r->observed[i];
+            r->votes[w] = r->votes[i];
         }
         ++w;
     }

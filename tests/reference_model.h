@@ -1,10 +1,13 @@
 /*
- * reference_model.h - a small, obviously-correct model of the PyramidKV
- * layer policy, written straight from the specification for differential
- * tests, fuzzers and benchmarks. It is deliberately naive: records are kept
- * per position (position, obs_window ring entries), every window score is
- * re-summed on every evict, pooling looks at every neighbour, and victims are
- * picked by one full linear scan per victim. It shares no code with src/ but
+ * reference_model.h - a small, obviously-correct model of the layer policy
+ * for every scorer and sinks (docs/spec.md, "Scorers and sinks"), written
+ * straight from the specification for differential tests, fuzzers and
+ * benchmarks. It is deliberately naive: records are kept per position
+ * (position, obs_window ring entries, the cumulative sum, the last record
+ * with an observed flag, the votes), every window score is re-summed on
+ * every evict, pooling looks at every neighbour, a flag per position says
+ * whether it is protected, and victims are picked by one full linear scan
+ * per victim. It shares no code with src/ but
  * pb_kvcache_pyramid_budget (whose own tests pin it) and the pb_status
  * values.
  */
@@ -19,6 +22,8 @@
 typedef struct ref_policy {
     pb_kvcache_pyramidkv_params params;
     uint32_t pool;      /* pb_pool */
+    uint32_t scorer;    /* pb_scorer */
+    uint32_t sinks;     /* held positions below this are never evicted */
     uint32_t effective; /* max(share, recent_window + 1) */
     size_t capacity;    /* positions held at most */
     size_t kept;        /* positions held now */
@@ -28,6 +33,10 @@ typedef struct ref_policy {
     double *scratch;    /* [capacity] window scores during evict */
     double *pooled;     /* [capacity] pooled scores during evict */
     unsigned char *gone;/* [capacity] victim flags during evict */
+    double *cum;        /* [capacity] cumulative: attention since admission */
+    double *last;       /* [capacity] last: the latest observed weight */
+    unsigned char *observed; /* [capacity] last: observed by some step */
+    uint32_t *votes;    /* [capacity] votes */
 } ref_policy;
 
 /* Validates like pb_kvcache_pyramidkv_create (params/options NULL: defaults)
@@ -36,6 +45,9 @@ typedef struct ref_policy {
  * model is for tests). */
 pb_status ref_create(ref_policy *r, const pb_kvcache_pyramidkv_params *params,
                      const pb_kvcache_options *options);
+/* Validates a full pb_kvcache_config (struct_size ignored) like
+ * pb_kvcache_create and allocates with malloc; the same statuses. */
+pb_status ref_create_config(ref_policy *r, const pb_kvcache_config *config);
 void ref_destroy(ref_policy *r);
 void ref_reset(ref_policy *r);
 
@@ -47,7 +59,14 @@ pb_status ref_observe(ref_policy *r, uint32_t pos, const float *attn,
 pb_status ref_evict(ref_policy *r, uint32_t budget, uint32_t *victims,
                     size_t victims_cap, size_t *n_victims);
 
-/* Window score of held position pos; PB_ERR_NOT_HELD if not held. */
+/* Window score of held position pos; PB_ERR_NOT_HELD if not held,
+ * PB_ERR_PARAM if the scorer is not the window (checked first). */
 pb_status ref_window_score(const ref_policy *r, uint32_t pos, double *score);
+
+/* pb_kvcache_score: the scorer's value of held position pos. */
+pb_status ref_score(const ref_policy *r, uint32_t pos, double *score);
+
+/* pb_kvcache_sink_count: held positions below sinks. */
+size_t ref_sink_count(const ref_policy *r);
 
 #endif /* PB_TESTS_REFERENCE_MODEL_H */

@@ -10,11 +10,18 @@
 
 int pb_header_probe_c11(void);
 int pb_header_probe_cxx(void);
+int pb_header_probe_family_c11(void);
+int pb_header_probe_family_cxx(void);
 
 static void both_languages_agree(void **state) {
     (void)state;
     assert_int_equal(pb_header_probe_c11(), 512 + 512 + 0 + 1 + 1 + 1);
     assert_int_equal(pb_header_probe_cxx(), pb_header_probe_c11());
+    /* 512 + 32 + 512 + 32 + 512 + 512 + 4 + 512, seven pointers, and
+     * PB_SCORER_NONE (4). */
+    assert_int_equal(pb_header_probe_family_c11(), 2628 + 7 + 4);
+    assert_int_equal(pb_header_probe_family_cxx(),
+                     pb_header_probe_family_c11());
 }
 
 int main(void) {

@@ -8,13 +8,15 @@
  * A missing byte reads as 0, so every input is a valid program.
  *
  * After every operation the whole observable state of the instance (held
- * count, held positions, the window score of every held position, capacity,
+ * count, held positions, the score of every held position under its scorer
+ * - the window score for the window scorer - sinks held, capacity,
  * effective share, memory bytes) is compared with the reference model bit
  * for bit, which also proves that a refused call changed nothing. Calls the
  * model does not model (NULL pointers) are checked against the documented
  * status alone. Evictions are also checked against invariants stated
  * without the model: victims ascending and held before, none of the newest
- * recent_window positions, and exactly as many as the share asks for.
+ * recent_window positions, no sink, no position the last scorer has not
+ * observed, and exactly as many as the share asks for or as may go.
  *
  * Memory is bounded: an instance may use at most FZ_MEM_LIMIT bytes (a
  * larger create is run against a limited allocator and must fail with
@@ -196,7 +198,8 @@ static void gen_options(fz_reader *r, pb_kvcache_options *o,
 typedef struct fz_ctx {
     fz_reader rd;
     fz_surface surface;
-    const pb_kvcache_vtable *vt; /* the compatible surface's vtable */
+    const pb_kvcache_vtable *vt; /* the compatible or family vtable */
+    int tova;        /* vt is pb_kvcache_tova: its own capacity check */
     pb_kvcache *pol;
     pb_kvcache_options options; /* as resolved at create */
     int fresh; /* no observe, evict or prefill since create or reset */
@@ -212,6 +215,7 @@ typedef struct fz_ctx {
     size_t buf_len; /* entries in each buffer below; > any held count + 1 */
     size_t alloc_len; /* their real length: also >= any prefill prompt */
     uint32_t *pos_e, *pos_before, *vic_e, *vic_r;
+    unsigned char *observed_before; /* last scorer: the model's flags */
     float *attn;
     uint64_t work;
 } fz_ctx;
@@ -253,6 +257,27 @@ static void check_state(fz_ctx *c) {
      * queries) 16 positions spread over the held range, rotating, keep the
      * cost per step bounded. A difference persists until the ring moves
      * past it, so it is still met by a full comparison. */
+    FZ_CHECK_EQ(pb_kvcache_sink_count(c->pol), ref_sink_count(&c->ref));
+    if (c->ref.scorer != (uint32_t)PB_SCORER_WINDOW) {
+        /* One number per position: every one is compared, each the way
+         * reference_model.c defines it. */
+        for (size_t i = 0; i < kept; ++i) {
+            double se = -7.0, sr = 0.0;
+            FZ_CHECK(pb_kvcache_score(c->pol, c->pos_e[i], &se) == PB_OK);
+            switch (c->ref.scorer) {
+            case PB_SCORER_CUMULATIVE: sr = c->ref.cum[i]; break;
+            case PB_SCORER_LAST:
+                sr = c->ref.observed[i] ? c->ref.last[i] : -1.0;
+                break;
+            case PB_SCORER_VOTES: sr = (double)c->ref.votes[i]; break;
+            default: sr = 0.0; break;
+            }
+            FZ_CHECK(memcmp(&se, &sr, sizeof se) == 0);
+        }
+        c->work += (uint64_t)kept * 4u + 16u;
+        c->full_check = 0;
+        return;
+    }
     const size_t obs = c->ref.params.obs_window;
     const int all = kept <= 16u || c->full_check || fz_step % 4u == 0u;
     const size_t stride = all ? 1u : kept / 16u;
@@ -303,7 +328,7 @@ static void observe(fz_ctx *c, uint32_t pos, const float *attn, size_t len) {
             fprintf(stderr, " %a", (double)attn[i]);
         fprintf(stderr, "\n");
     }
-    if (c->surface != FZ_SURFACE_COMPAT) {
+    if (c->vt == NULL) {
         const pb_status se = pb_kvcache_observe(c->pol, pos, attn, len);
         const pb_status sr = ref_observe(&c->ref, pos, attn, len);
         FZ_CHECK_EQ(se, sr);
@@ -409,17 +434,23 @@ static uint32_t pick_budget(fz_ctx *c) {
 
 /* Invariants of a successful evict that need no model: victims strictly
  * ascending, each held before, none among the newest min(recent_window,
- * held) positions, and exactly as many as the share asks for. */
+ * held) positions, none a sink (below `sinks`), none unobserved (last
+ * scorer), and exactly as many as the share asks for or as may go. */
 static void check_victims(const fz_ctx *c, uint32_t budget, size_t kept_before,
                           const uint32_t *victims, size_t n) {
     const uint32_t *before = c->pos_before;
     const size_t window = c->ref.params.recent_window;
     const size_t recent = window < kept_before ? window : kept_before;
     const size_t target = budget < c->effective ? budget : c->effective;
+    const int last = c->ref.scorer == (uint32_t)PB_SCORER_LAST;
+    size_t evictable = 0;
+    for (size_t i = 0; i < kept_before - recent; ++i)
+        if (before[i] >= c->ref.sinks && (!last || c->observed_before[i]))
+            evictable += 1u;
     size_t expected = 0;
     if (kept_before > target) {
         expected = kept_before - target;
-        if (expected > kept_before - recent) expected = kept_before - recent;
+        if (expected > evictable) expected = evictable;
     }
     FZ_CHECK(n == expected);
     FZ_CHECK(c->ref.kept == kept_before - n);
@@ -433,6 +464,8 @@ static void check_victims(const fz_ctx *c, uint32_t budget, size_t kept_before,
         }
         FZ_CHECK(lo < kept_before && before[lo] == victims[i]);
         FZ_CHECK(lo < kept_before - recent);
+        FZ_CHECK(victims[i] >= c->ref.sinks);
+        FZ_CHECK(!last || c->observed_before[lo]);
     }
 }
 
@@ -442,6 +475,7 @@ static void op_evict(fz_ctx *c) {
     const uint32_t budget = pick_budget(c);
     const size_t kept_before = c->ref.kept;
     memcpy(c->pos_before, c->ref.pos, kept_before * sizeof *c->pos_before);
+    memcpy(c->observed_before, c->ref.observed, kept_before);
 
     /* How many the model would drop, from a call that changes nothing. */
     size_t needed = 0;
@@ -461,7 +495,7 @@ static void op_evict(fz_ctx *c) {
     } else if (mode == 3u) {
         fz_op = "evict, NULL arguments";
         size_t n = 7;
-        if (c->surface == FZ_SURFACE_COMPAT) {
+        if (c->vt != NULL) {
             FZ_CHECK(c->vt->evict(NULL, budget, c->vic_e, cap) == 0u);
             return;
         }
@@ -478,11 +512,19 @@ static void op_evict(fz_ctx *c) {
         fprintf(stderr, "step %zu: evict budget %u cap %zu%s held %zu\n",
                 fz_step, (unsigned)budget, cap, victims ? "" : " (NULL)",
                 c->ref.kept);
+    /* TOVA's vtable refuses a buffer below held - budget before it spares
+     * the unobserved positions; the model is then not asked. */
+    if (c->tova && kept_before > budget && cap < kept_before - budget) {
+        FZ_CHECK(c->vt->evict(c->pol, budget, victims, cap) == 0u);
+        for (size_t i = 0; i < c->buf_len; ++i)
+            FZ_CHECK(c->vic_e[i] == FZ_SENTINEL);
+        return;
+    }
     size_t n_r = 0;
     const pb_status sr = ref_evict(&c->ref, budget, c->vic_r, cap, &n_r);
     size_t n_e;
     if (n_r > 0u) c->fresh = 0;
-    if (c->surface != FZ_SURFACE_COMPAT) {
+    if (c->vt == NULL) {
         n_e = SIZE_MAX;
         const pb_status se = pb_kvcache_evict(c->pol, budget, victims, cap,
                                               &n_e);
@@ -524,10 +566,15 @@ static void null_instance_calls(fz_ctx *c) {
     FZ_CHECK(pb_kvcache_kept_positions(NULL, c->pos_e, c->buf_len, &n) ==
              PB_ERR_NULL);
     FZ_CHECK(pb_kvcache_window_score(NULL, 0u, &s) == PB_ERR_NULL);
+    FZ_CHECK(pb_kvcache_score(NULL, 0u, &s) == PB_ERR_NULL);
+    FZ_CHECK(pb_kvcache_sink_count(NULL) == 0u);
     pb_kvcache_destroy(NULL);
-    const pb_kvcache_vtable *vts[2] = {&pb_kvcache_pyramidkv,
-                                       &pb_kvcache_snapkv};
-    for (size_t i = 0; i < 2u; ++i) {
+    const pb_kvcache_vtable *vts[7] = {
+        &pb_kvcache_pyramidkv,     &pb_kvcache_snapkv,
+        &pb_kvcache_h2o,           &pb_kvcache_scissorhands,
+        &pb_kvcache_tova,          &pb_kvcache_streaming_llm,
+        &pb_kvcache_sliding_window};
+    for (size_t i = 0; i < 7u; ++i) {
         vts[i]->on_decode_step(NULL, 1u, c->attn, 1u);
         FZ_CHECK(vts[i]->evict(NULL, 0u, c->vic_e, c->buf_len) == 0u);
         FZ_CHECK(vts[i]->memory_bytes(NULL) == 0u);
@@ -682,6 +729,10 @@ static void op_query(fz_ctx *c) {
         const pb_status se = pb_kvcache_window_score(c->pol, q, &s);
         FZ_CHECK(se == ref_window_score(&c->ref, q, &sr));
         if (se == PB_OK) FZ_CHECK(memcmp(&s, &sr, sizeof s) == 0);
+        const pb_status ss = pb_kvcache_score(c->pol, q, &s);
+        FZ_CHECK(ss == ref_score(&c->ref, q, &sr));
+        if (ss == PB_OK) FZ_CHECK(memcmp(&s, &sr, sizeof s) == 0);
+        FZ_CHECK(pb_kvcache_score(c->pol, q, NULL) == PB_ERR_NULL);
         break;
     }
     case 4:
@@ -1158,6 +1209,176 @@ static int create_compat(fz_ctx *c) {
     return 1;
 }
 
+/* The pb_kvcache_config of a scorers program: the params and options of a
+ * native one, then the scorer, the sinks and the share, each sane (in
+ * range, small) or now and then wild. */
+static void gen_config(fz_reader *r, const pb_kvcache_pyramidkv_params *p,
+                       const pb_kvcache_options *o, pb_kvcache_config *out) {
+    pb_kvcache_config k = PB_KVCACHE_CONFIG_DEFAULT;
+    k.budget = p->budget;
+    k.layer = p->layer;
+    k.num_layers = p->num_layers;
+    k.pyramid_ratio = p->pyramid_ratio;
+    k.recent_window = p->recent_window;
+    k.obs_window = p->obs_window;
+    k.pool_kernel = p->pool_kernel;
+    k.pool = o->pool;
+    k.capacity = o->capacity;
+    k.prefill_scope = o->prefill_scope;
+    k.prefill_max_len = 0u;
+    const uint8_t wild = rd_u8(r) % 4u == 0u ? rd_u8(r) : 0u;
+    k.scorer = rd_u8(r) % 5u;
+    k.sinks = rd_u8(r) % 3u == 0u ? 0u : rd_u8(r) % 10u;
+    k.share = rd_u8(r) % 2u == 0u ? 0u : 1u + rd_u8(r) % 96u;
+    if (wild & 0x01u) k.scorer = wild_u32(r);
+    if (wild & 0x02u) k.sinks = wild_u32(r);
+    if (wild & 0x04u) k.share = wild_u32(r);
+    if (wild & 0x08u) k.prefill_max_len = wild_u32(r);
+    *out = k;
+}
+
+/* The model refuses obs_window above 4096 (too large for a test); such
+ * inputs end after create. */
+static int model_refuses_config(const pb_kvcache_config *k) {
+    return k->obs_window > 4096u;
+}
+
+static int create_scorers(fz_ctx *c) {
+    fz_op = "create (scorers)";
+    const uint8_t flags = rd_u8(&c->rd);
+    pb_kvcache_pyramidkv_params p;
+    pb_kvcache_options o;
+    gen_params(&c->rd, &p);
+    gen_options(&c->rd, &o, p.recent_window);
+    pb_kvcache_config k;
+    gen_config(&c->rd, &p, &o, &k);
+    const pb_kvcache_config *kp = (flags & 3u) == 0u ? NULL : &k;
+    if (kp == NULL) {
+        const pb_kvcache_config d = PB_KVCACHE_CONFIG_DEFAULT;
+        k = d;
+    }
+    c->options.capacity = k.capacity;
+    c->options.pool = k.pool;
+    c->options.prefill_scope = k.prefill_scope;
+    c->options.prefill_max_len = k.prefill_max_len;
+
+    size_t bytes = FZ_SENTINEL;
+    const pb_status ss = pb_kvcache_size(kp, &bytes);
+    if (ss != PB_OK) {
+        FZ_CHECK(ss == PB_ERR_PARAM || ss == PB_ERR_TOO_LARGE);
+        FZ_CHECK(bytes == FZ_SENTINEL);
+        FZ_CHECK(ref_create_config(&c->ref, &k) == ss);
+    }
+    const int small = ss == PB_OK && bytes <= FZ_MEM_LIMIT;
+    fz_alloc_choice ch;
+    const pb_allocator *a = choose_allocator(c, flags, small, &ch);
+    pb_kvcache *out = (pb_kvcache *)(void *)&c->ca; /* not NULL */
+    if (ss == PB_OK && ch.kind != 1 && (flags & 0xC0u) == 0xC0u) {
+        FZ_CHECK(pb_kvcache_create(kp, a, NULL) == PB_ERR_NULL);
+        FZ_CHECK(c->ca.alloc_calls == 0u);
+        return 0;
+    }
+    const pb_status cs = pb_kvcache_create(kp, a, &out);
+    if (ss != PB_OK) {
+        FZ_CHECK(out == NULL);
+        FZ_CHECK(c->ca.alloc_calls == 0u);
+        if (ch.kind != 1) FZ_CHECK(cs == ss);
+        else FZ_CHECK(cs == ss || cs == PB_ERR_PARAM);
+        return 0;
+    }
+    if (ch.kind == 1) {
+        FZ_CHECK(cs == PB_ERR_PARAM && out == NULL);
+        return 0;
+    }
+    if (cs == PB_ERR_NOMEM) {
+        FZ_CHECK(out == NULL);
+        FZ_CHECK(ch.kind == 2 && c->ca.alloc_failures > 0u);
+        check_nothing_left(c, 1);
+        return 0;
+    }
+    FZ_CHECK(cs == PB_OK && out != NULL);
+    FZ_CHECK(small);
+    c->pol = out;
+    c->counted = ch.kind == 2;
+    if (c->counted) FZ_CHECK(c->ca.outstanding == bytes);
+    c->mem = bytes;
+    if (model_refuses_config(&k)) {
+        pb_kvcache_destroy(c->pol);
+        check_nothing_left(c, c->counted);
+        return 0;
+    }
+    FZ_CHECK(ref_create_config(&c->ref, &k) == PB_OK);
+    return 1;
+}
+
+/* One of the five family vtables, its params struct {budget, second}
+ * (second: recent_window, sinks, or unread), or NULL for the defaults. The
+ * model is the native config each one is declared to be. */
+static int create_family(fz_ctx *c) {
+    fz_op = "create (family vtable)";
+    static const pb_kvcache_vtable *const family[5] = {
+        &pb_kvcache_h2o, &pb_kvcache_scissorhands, &pb_kvcache_tova,
+        &pb_kvcache_streaming_llm, &pb_kvcache_sliding_window};
+    static const pb_scorer scorer[5] = {
+        PB_SCORER_CUMULATIVE, PB_SCORER_VOTES, PB_SCORER_LAST,
+        PB_SCORER_NONE, PB_SCORER_NONE};
+    static const uint32_t default_second[5] = {32u, 32u, 0u, 4u, 0u};
+    const uint8_t flags = rd_u8(&c->rd);
+    const size_t which = rd_u8(&c->rd) % 5u;
+    c->vt = family[which];
+    c->tova = which == 2u;
+    const uint8_t wild = rd_u8(&c->rd) % 4u == 0u ? rd_u8(&c->rd) : 0u;
+    uint32_t params[2];
+    params[0] = 1u + rd_u8(&c->rd) % 48u;
+    params[1] = rd_u8(&c->rd) % (params[0] < 12u ? params[0] : 12u);
+    if (wild & 0x01u) params[0] = wild_u32(&c->rd);
+    if (wild & 0x02u) params[1] = wild_u32(&c->rd);
+    const int defaults = (flags & 6u) == 0u;
+    if (defaults) {
+        params[0] = 512u;
+        params[1] = default_second[which];
+    }
+    pb_kvcache_config k = PB_KVCACHE_CONFIG_DEFAULT;
+    k.budget = params[0];
+    k.share = UINT32_MAX;
+    k.capacity = params[0] + 1u;
+    k.scorer = (uint32_t)scorer[which];
+    k.recent_window = which <= 1u ? params[1] : 0u;
+    k.sinks = which == 3u ? params[1] : 0u;
+    /* StreamingLLM refuses sinks >= budget, which the native rule
+     * (sinks + recent < capacity) would take at sinks == budget. */
+    const int refused_here = which == 3u && params[1] >= params[0];
+    c->options.capacity = k.capacity;
+
+    size_t bytes = FZ_SENTINEL;
+    pb_status ss = pb_kvcache_size(&k, &bytes);
+    if (ss != PB_OK) FZ_CHECK(ref_create_config(&c->ref, &k) == ss);
+    if (refused_here) ss = PB_ERR_PARAM;
+    const int small = ss == PB_OK && bytes <= FZ_MEM_LIMIT;
+    fz_alloc_choice ch;
+    const pb_allocator *a = choose_allocator(c, flags, small, &ch);
+    pb_rng *rng = (flags & 0x80u) ? (pb_rng *)(void *)&c->ca : NULL;
+    pb_kvcache *out = c->vt->create(defaults ? NULL : params, a, rng);
+    if (ss != PB_OK || ch.kind == 1) {
+        FZ_CHECK(out == NULL);
+        check_nothing_left(c, ch.kind == 2);
+        return 0;
+    }
+    if (out == NULL) {
+        FZ_CHECK(ch.kind == 2 && c->ca.alloc_failures > 0u);
+        check_nothing_left(c, 1);
+        return 0;
+    }
+    FZ_CHECK(small);
+    c->pol = out;
+    c->counted = ch.kind == 2;
+    if (c->counted) FZ_CHECK(c->ca.outstanding == bytes);
+    c->mem = bytes;
+    FZ_CHECK(c->vt->memory_bytes(out) == bytes);
+    FZ_CHECK(ref_create_config(&c->ref, &k) == PB_OK);
+    return 1;
+}
+
 int fz_run_policy_program(const uint8_t *data, size_t size,
                           fz_surface surface) {
     fz_ctx c;
@@ -1167,8 +1388,10 @@ int fz_run_policy_program(const uint8_t *data, size_t size,
     c.surface = surface;
     fz_step = 0;
 
-    const int made = surface == FZ_SURFACE_COMPAT ? create_compat(&c)
-                                                  : create_native(&c);
+    const int made = surface == FZ_SURFACE_COMPAT    ? create_compat(&c)
+                     : surface == FZ_SURFACE_SCORERS ? create_scorers(&c)
+                     : surface == FZ_SURFACE_FAMILY  ? create_family(&c)
+                                                     : create_native(&c);
     if (!made) return 0;
     c.calls_at_create = c.ca.alloc_calls;
     c.capacity = pb_kvcache_capacity(c.pol);
@@ -1193,7 +1416,9 @@ int fz_run_policy_program(const uint8_t *data, size_t size,
     c.vic_e = malloc(alloc_len * sizeof *c.vic_e);
     c.vic_r = malloc(alloc_len * sizeof *c.vic_r);
     c.attn = malloc(alloc_len * sizeof *c.attn);
-    FZ_CHECK(c.pos_e && c.pos_before && c.vic_e && c.vic_r && c.attn);
+    c.observed_before = malloc(alloc_len);
+    FZ_CHECK(c.pos_e && c.pos_before && c.vic_e && c.vic_r && c.attn &&
+             c.observed_before);
 
     c.fresh = 1;
     c.full_check = 1;
@@ -1219,7 +1444,7 @@ int fz_run_policy_program(const uint8_t *data, size_t size,
     if (!c.model_lost) run_program(&c);
 
     fz_op = "destroy";
-    if (surface == FZ_SURFACE_COMPAT) c.vt->destroy(c.pol);
+    if (c.vt != NULL) c.vt->destroy(c.pol);
     else pb_kvcache_destroy(c.pol);
     if (c.counted) {
         FZ_CHECK(c.ca.alloc_calls == c.calls_at_create);
@@ -1231,5 +1456,6 @@ int fz_run_policy_program(const uint8_t *data, size_t size,
     free(c.vic_e);
     free(c.vic_r);
     free(c.attn);
+    free(c.observed_before);
     return 0;
 }

@@ -19,7 +19,11 @@
 typedef enum fz_surface {
     FZ_SURFACE_NATIVE = 0, /* pb_kvcache_pyramidkv_create, _observe, _evict */
     FZ_SURFACE_COMPAT = 1, /* pb_kvcache_pyramidkv / pb_kvcache_snapkv vtables */
-    FZ_SURFACE_PREFILL = 2 /* native, opening with pb_kvcache_prefill */
+    FZ_SURFACE_PREFILL = 2, /* native, opening with pb_kvcache_prefill */
+    FZ_SURFACE_SCORERS = 3, /* pb_kvcache_create with a scorer, sinks and
+                               an explicit share; native calls */
+    FZ_SURFACE_FAMILY = 4   /* the h2o, scissorhands, tova, streaming_llm
+                               and sliding_window vtables */
 } fz_surface;
 
 /* Runs one input. Returns 0; aborts the process on a finding, after

@@ -1,7 +1,8 @@
 /*
  * hardening_state.h - the full observable state of a policy instance, as a
  * caller can see it through the public API (held count, held positions, the
- * window score of every held position, effective share, capacity, memory
+ * score of every held position under the instance's scorer - for the window
+ * scorer its window score - sinks held, effective share, capacity, memory
  * bytes), captured into a value that compares bit for bit. The hardening
  * tests capture it before and after a refused call to prove that the call
  * changed nothing.
@@ -22,6 +23,7 @@ typedef struct hs_state {
     size_t capacity;
     size_t memory;
     uint32_t effective;
+    size_t sinks;
     uint32_t pos[HS_MAX_HELD];
     double score[HS_MAX_HELD];
 } hs_state;

@@ -6,7 +6,8 @@
  * set *out to NULL and leave zero bytes outstanding; the allocator must
  * receive, on free, exactly the pointer and size it handed out. Then, with
  * every further allocation failing, a full workload (observe, evict, reset,
- * every introspection call, both vtables) must never call the allocator.
+ * every introspection call, every vtable, every scorer) must never call
+ * the allocator.
  * The sweep prints how many allocations each create makes; those counts
  * are recorded in docs/robustness.md. The attention profile
  * (pyramidkv_profile.h) gets the same sweep and the same no-allocation
@@ -29,30 +30,67 @@
 
 typedef struct config {
     const char *name;
-    int surface; /* 0 native, 1 pyramidkv vtable, 2 snapkv vtable */
+    int surface; /* 0 native, 1 pyramidkv vtable, 2 snapkv vtable, 3 native
+                    pb_kvcache_create with `scorer`, 4 .. 8 the h2o,
+                    scissorhands, tova, streaming_llm and sliding_window
+                    vtables with {budget, extra} */
     pb_kvcache_pyramidkv_params params;
     pb_kvcache_snapkv_params snap;
     pb_kvcache_options options;
     int params_null;
+    uint32_t scorer, sinks, share; /* surface 3 (budget, recent: params) */
+    uint32_t extra;                /* surfaces 4 .. 8: recent or sinks */
 } config;
+
+static const pb_kvcache_vtable *const FAMILY[5] = {
+    &pb_kvcache_h2o, &pb_kvcache_scissorhands, &pb_kvcache_tova,
+    &pb_kvcache_streaming_llm, &pb_kvcache_sliding_window};
 
 static const config CONFIGS[] = {
     {"native, defaults", 0, {512u, 0u, 1u, 4u, 32u, 16u, 7u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1, 0u, 0u, 0u, 0u},
     {"native, small, pool max", 0, {16u, 3u, 8u, 4u, 4u, 4u, 3u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
     {"native, pool avg, explicit capacity", 0, {16u, 0u, 1u, 1u, 2u, 1u, 1u},
-     {0u, 0u, 0u, 0u}, {40u, 1u, 0u, 0u}, 0},
+     {0u, 0u, 0u, 0u}, {40u, 1u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
     {"native, prefill scratch reserved", 0, {64u, 0u, 2u, 4u, 8u, 8u, 5u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 1u, 1000u}, 0},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 1u, 1000u}, 0, 0u, 0u, 0u, 0u},
     {"vtable pyramidkv, defaults", 1, {512u, 0u, 1u, 4u, 32u, 16u, 7u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1, 0u, 0u, 0u, 0u},
     {"vtable pyramidkv, layer 5 of 32", 1, {128u, 5u, 32u, 4u, 8u, 8u, 7u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0},
+     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
     {"vtable snapkv, defaults", 2, {0u, 0u, 0u, 0u, 0u, 0u, 0u},
-     {512u, 32u, 16u, 7u}, {0u, 0u, 0u, 0u}, 1},
+     {512u, 32u, 16u, 7u}, {0u, 0u, 0u, 0u}, 1, 0u, 0u, 0u, 0u},
     {"vtable snapkv, small", 2, {0u, 0u, 0u, 0u, 0u, 0u, 0u},
-     {10u, 3u, 2u, 3u}, {0u, 0u, 0u, 0u}, 0},
+     {10u, 3u, 2u, 3u}, {0u, 0u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
+#define SCORER_ROW(name, scorer, sinks, share)                               \
+    {name, 3, {64u, 2u, 4u, 4u, 4u, 4u, 3u}, {0u, 0u, 0u, 0u},              \
+     {0u, 0u, 0u, 0u}, 0, scorer, sinks, share, 0u}
+    SCORER_ROW("native window, 4 sinks", PB_SCORER_WINDOW, 4u, 0u),
+    SCORER_ROW("native cumulative, pyramid, 4 sinks", PB_SCORER_CUMULATIVE,
+               4u, 0u),
+    SCORER_ROW("native cumulative, explicit share", PB_SCORER_CUMULATIVE, 0u,
+               40u),
+    SCORER_ROW("native last, pyramid", PB_SCORER_LAST, 0u, 0u),
+    SCORER_ROW("native last, explicit share, sinks", PB_SCORER_LAST, 2u, 30u),
+    SCORER_ROW("native votes, pyramid, sinks", PB_SCORER_VOTES, 3u, 0u),
+    SCORER_ROW("native none, explicit share", PB_SCORER_NONE, 0u, 50u),
+    SCORER_ROW("native none, pyramid, 4 sinks", PB_SCORER_NONE, 4u, 0u),
+#undef SCORER_ROW
+#define FAMILY_ROW(name, surface, params_null, budget, extra)                \
+    {name, surface, {0u, 0u, 0u, 0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u},          \
+     {0u, 0u, 0u, 0u}, params_null, 0u, 0u, 0u, (budget) << 8 | (extra)}
+    FAMILY_ROW("vtable h2o, defaults", 4, 1, 0u, 0u),
+    FAMILY_ROW("vtable h2o, small", 4, 0, 20u, 3u),
+    FAMILY_ROW("vtable scissorhands, defaults", 5, 1, 0u, 0u),
+    FAMILY_ROW("vtable scissorhands, small", 5, 0, 20u, 0u),
+    FAMILY_ROW("vtable tova, defaults", 6, 1, 0u, 0u),
+    FAMILY_ROW("vtable tova, small", 6, 0, 20u, 0u),
+    FAMILY_ROW("vtable streaming_llm, defaults", 7, 1, 0u, 0u),
+    FAMILY_ROW("vtable streaming_llm, small", 7, 0, 20u, 4u),
+    FAMILY_ROW("vtable sliding_window, defaults", 8, 1, 0u, 0u),
+    FAMILY_ROW("vtable sliding_window, small", 8, 0, 20u, 0u),
+#undef FAMILY_ROW
 };
 #define N_CONFIGS (sizeof CONFIGS / sizeof CONFIGS[0])
 
@@ -63,6 +101,27 @@ static pb_status create(const config *c, const pb_allocator *a,
     if (c->surface == 0)
         return pb_kvcache_pyramidkv_create(
             c->params_null ? NULL : &c->params, &c->options, a, out);
+    if (c->surface == 3) {
+        pb_kvcache_config k = PB_KVCACHE_CONFIG_DEFAULT;
+        k.budget = c->params.budget;
+        k.layer = c->params.layer;
+        k.num_layers = c->params.num_layers;
+        k.recent_window = c->params.recent_window;
+        k.obs_window = c->params.obs_window;
+        k.pool_kernel = c->params.pool_kernel;
+        k.scorer = c->scorer;
+        k.sinks = c->sinks;
+        k.share = c->share;
+        return pb_kvcache_create(&k, a, out);
+    }
+    if (c->surface >= 4) {
+        /* Every family params struct starts {budget, uint32_t}; TOVA's and
+         * the sliding window's read only the budget. */
+        const uint32_t two[2] = {c->extra >> 8, c->extra & 0xFFu};
+        *out = FAMILY[c->surface - 4]->create(c->params_null ? NULL : two, a,
+                                             NULL);
+        return *out != NULL ? PB_OK : PB_ERR_NOMEM;
+    }
     const pb_kvcache_vtable *vt =
         c->surface == 1 ? &pb_kvcache_pyramidkv : &pb_kvcache_snapkv;
     const void *params = c->params_null ? NULL
@@ -73,7 +132,8 @@ static pb_status create(const config *c, const pb_allocator *a,
 }
 
 static void destroy(const config *c, pb_kvcache *p) {
-    if (c->surface == 0) pb_kvcache_destroy(p);
+    if (c->surface == 0 || c->surface == 3) pb_kvcache_destroy(p);
+    else if (c->surface >= 4) FAMILY[c->surface - 4]->destroy(p);
     else if (c->surface == 1) pb_kvcache_pyramidkv.destroy(p);
     else pb_kvcache_snapkv.destroy(p);
 }
@@ -171,10 +231,13 @@ static void workload(pb_kvcache *p, const pb_kvcache_vtable *vt) {
         size_t n = 0;
         double s = 0.0;
         assert_int_equal(pb_kvcache_kept_positions(p, out, 1100u, &n), PB_OK);
-        if (n > 0u)
-            assert_int_equal(pb_kvcache_window_score(p, out[n - 1u], &s),
-                             PB_OK);
+        if (n > 0u) {
+            assert_int_equal(pb_kvcache_score(p, out[n - 1u], &s), PB_OK);
+            (void)pb_kvcache_window_score(p, out[n - 1u], &s);
+        }
         (void)pb_kvcache_window_score(p, pos + 1u, &s);
+        (void)pb_kvcache_score(p, pos + 1u, &s);
+        (void)pb_kvcache_sink_count(p);
         (void)pb_kvcache_observe(p, pos, w, 0u);
         (void)pb_kvcache_effective_budget(p);
         (void)pb_kvcache_memory_bytes(p);
@@ -196,8 +259,9 @@ static void no_allocation_after_create(void **state) {
         ca.fail_at = calls + 1u;
         ca.fail_persist = 1;
         const pb_kvcache_vtable *vt =
-            c->surface == 1 ? &pb_kvcache_pyramidkv
+            c->surface == 1   ? &pb_kvcache_pyramidkv
             : c->surface == 2 ? &pb_kvcache_snapkv
+            : c->surface >= 4 ? FAMILY[c->surface - 4]
                               : NULL;
         workload(p, vt);
         assert_int_equal(ca.alloc_calls, calls);
