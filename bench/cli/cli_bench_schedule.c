@@ -69,12 +69,13 @@ int pb_cli_bench_check_memory_schedules(const bench_opts *o) {
                     o, o->kinds[k], o->budgets[b], layers, &shares);
                 if (rc != 0) return rc;
                 for (uint32_t l = 0; l < layers; ++l) {
-                    /* An instance whose one-layer budget is its share
-                     * (at least the floor) needs what it will hold. */
+                    /* The instance holds max(effective share, budget) + 1
+                     * positions: a one-layer instance of that budget
+                     * needs the same bytes. */
                     const uint32_t floor =
                         pb_cli_policy_floor(&o->pol, o->recent);
-                    const uint32_t eff =
-                        shares[l] > floor ? shares[l] : floor;
+                    uint32_t eff = shares[l] > floor ? shares[l] : floor;
+                    if (eff < o->budgets[b]) eff = o->budgets[b];
                     size_t size = 0;
                     if (pb_cli_policy_layer_bytes(&o->pol, eff, 1u, 0u, 1u,
                                                   o->recent, o->obs,
