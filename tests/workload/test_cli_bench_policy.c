@@ -242,13 +242,20 @@ static void test_help_names_the_flags(void **state) {
     free(out);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fifteen_figures_vtables),
+/* `test_cli_bench_policy slow` runs the native-surface figures and the
+ * layered runs (their own ctest entry, label slow); with no argument, the
+ * acceptance figures through the vtables and the flags. */
+int main(int argc, char **argv) {
+    const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fifteen_figures_native),
         cmocka_unit_test(test_layered_every_policy),
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fifteen_figures_vtables),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_help_names_the_flags),
     };
+    if (argc > 1 && strcmp(argv[1], "slow") == 0)
+        return cmocka_run_group_tests(slow, NULL, NULL);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
