@@ -42,6 +42,7 @@ typedef struct cal_sched {
     uint32_t *shares;
     double *mass_sum;  /* per layer, over its prefill records */
     uint64_t total;
+    uint32_t used;     /* the budget the schedule ran at (equal memory) */
     double mass;       /* mean over measured layers */
     uint32_t measured; /* layers with a prefill record */
 } cal_sched;
@@ -68,12 +69,17 @@ static void help(FILE *out) {
         "2. The profile schedule: layer weights k for --fraction of the mass,\n"
         "   floored at --floor, and the arithmetic pyramid ratio that fits best.\n"
         "3. At average budget B per layer (the same total memory for every\n"
-        "   schedule), each prefill record is compressed with the paper's\n"
+        "   schedule: one whose total at B exceeds layers x B, as kvfactory's\n"
+        "   does, runs at the largest budget that fits, shown in the budget\n"
+        "   column), each prefill record is compressed with the paper's\n"
         "   selection (window = its rows, pooling 7, max) to its layer's share,\n"
         "   and the attention mass of its window rows on the kept positions is\n"
         "   measured; per layer the mean over its records, overall the mean over\n"
-        "   layers. Schedules: uniform, arithmetic:2, :4, :8, profile. Best first,\n"
-        "   then a one-line recommendation.\n"
+        "   layers. Schedules (docs/spec.md §12): uniform, arithmetic:2, :4, :8,\n"
+        "   kvfactory and kvfactory-balanced (window = the record's rows, q = the\n"
+        "   prompt), taper, curve:4, and profile (the weights of step 2, each\n"
+        "   layer at least window + 1). Best first, then a one-line\n"
+        "   recommendation.\n"
         "\n"
         "options:\n"
         "  --budget B      average positions per layer, 1 .. 4294967295\n"
@@ -266,23 +272,23 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
     printf("retained attention mass of the window rows at budget %u per layer "
            "(prefill compression, equal total memory), best first\n",
            o->budget);
-    printf("%-14s %10s %8s %8s %8s %9s\n", "schedule", "total", "first",
-           "last", "shape", "mass");
+    printf("%-18s %7s %8s %7s %7s %8s %9s\n", "schedule", "budget", "total",
+           "first", "last", "shape", "mass");
     for (size_t s = 0; s < n_sched; ++s)
-        printf("%-14s %10llu %8u %8u %8s %9.6f\n", sc[s].s.name,
-               (unsigned long long)sc[s].total, sc[s].shares[0],
+        printf("%-18s %7u %8llu %7u %7u %8s %9.6f\n", sc[s].s.name,
+               sc[s].used, (unsigned long long)sc[s].total, sc[s].shares[0],
                sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].mass);
     if (o->per_layer) {
         printf("\nper layer: share / retained mass\n%5s", "layer");
-        for (size_t s = 0; s < n_sched; ++s) printf(" %17s", sc[s].s.name);
+        for (size_t s = 0; s < n_sched; ++s) printf(" %18s", sc[s].s.name);
         printf("\n");
         for (uint32_t l = 0; l < L; ++l) {
             printf("%5u", l);
             for (size_t s = 0; s < n_sched; ++s) {
                 if (ly[l].records == 0u)
-                    printf(" %8u / %6s", sc[s].shares[l], "-");
+                    printf(" %9u / %6s", sc[s].shares[l], "-");
                 else
-                    printf(" %8u / %6.4f", sc[s].shares[l],
+                    printf(" %9u / %6.4f", sc[s].shares[l],
                            sc[s].mass_sum[l] / (double)ly[l].records);
             }
             printf("\n");
@@ -300,7 +306,8 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
 
 static int print_json(const cal_opts *o, const pb_cli_scan *scan,
                       const cal_layer *ly, const uint32_t *weights,
-                      uint32_t fit, const cal_sched *sc, size_t n_sched) {
+                      uint32_t fit, const cal_sched *sc, size_t n_sched,
+                      const char *skipped) {
     const uint32_t L = scan->shape.num_layers;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "trace", o->path);
@@ -331,6 +338,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "schedule", sc[s].s.name);
         cJSON_AddStringToObject(e, "shape", shape_of(sc[s].shares, L));
+        cJSON_AddNumberToObject(e, "budget", sc[s].used);
         cJSON_AddNumberToObject(e, "total", (double)sc[s].total);
         cJSON_AddNumberToObject(e, "retainedAttentionMass", sc[s].mass);
         cJSON *sh = cJSON_AddArrayToObject(e, "shares");
@@ -346,6 +354,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON_AddItemToArray(arr, e);
     }
     cJSON_AddStringToObject(doc, "recommendation", sc[0].s.name);
+    if (skipped[0] != '\0') cJSON_AddStringToObject(doc, "notCompared", skipped);
     char *text = cJSON_Print(doc);
     cJSON_Delete(doc);
     if (text == NULL) return -1;
@@ -431,7 +440,7 @@ int pb_cli_calibrate(int argc, char **argv) {
     cal_sched sc[MAX_SCHED];
     memset(sc, 0, sizeof sc);
     pb_cli_sched all[MAX_SCHED];
-    const size_t n_sched = pb_cli_sched_all(all, MAX_SCHED);
+    size_t n_sched = pb_cli_sched_all(all, MAX_SCHED);
     int rc = (ly == NULL || weights == NULL || recs == NULL) ? 1 : 0;
     for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
         sc[s].s = all[s];
@@ -460,14 +469,29 @@ int pb_cli_calibrate(int argc, char **argv) {
         }
     }
     pb_profile_destroy(prof);
+    /* A schedule that refuses these values (kvfactory with a budget not
+     * above the window) is left out, with a note. */
+    const pb_cli_sched_ctx ctx = {o.budget, L, scan.max_window,
+                                  scan.max_prompt, weights,
+                                  scan.max_window + 1u};
+    char skipped[512] = "";
+    size_t n_kept = 0;
     for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
-        if (pb_cli_sched_shares(&sc[s].s, o.budget, L, weights,
-                                scan.max_window + 1u, sc[s].shares, err,
-                                sizeof err) != 0)
-            rc = 1;
-        for (uint32_t l = 0; rc == 0 && l < L; ++l)
-            sc[s].total += sc[s].shares[l];
+        char why[160];
+        if (pb_cli_sched_shares(&sc[s].s, &ctx, sc[s].shares, &sc[s].total,
+                                &sc[s].used, why, sizeof why) != 0) {
+            const size_t used = strlen(skipped);
+            snprintf(skipped + used, sizeof skipped - used, "%s%s",
+                     used ? "; " : "", why);
+            free(sc[s].shares);
+            free(sc[s].mass_sum);
+            sc[s].shares = NULL;
+            sc[s].mass_sum = NULL;
+            continue;
+        }
+        sc[n_kept++] = sc[s];
     }
+    if (rc == 0) n_sched = n_kept;
     if (rc == 0 && measure(o.path, sc, n_sched, &scan, recs, err,
                            sizeof err) != 0)
         rc = 2;
@@ -486,10 +510,12 @@ int pb_cli_calibrate(int argc, char **argv) {
         for (uint32_t l = 0; l < L; ++l) ly[l].records = recs[l];
         qsort(sc, n_sched, sizeof sc[0], cmp_sched);
         if (o.json) {
-            if (print_json(&o, &scan, ly, weights, fit, sc, n_sched) != 0)
+            if (print_json(&o, &scan, ly, weights, fit, sc, n_sched,
+                           skipped) != 0)
                 rc = 1;
         } else {
             print_tables(&o, &scan, ly, weights, fit, sc, n_sched);
+            if (skipped[0] != '\0') printf("not compared: %s\n", skipped);
         }
         if (rc == 0 && o.plot != NULL) plot(&o, &scan, ly, sc, n_sched);
     } else if (rc == 2) {

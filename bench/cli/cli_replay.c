@@ -109,9 +109,12 @@ static void help(FILE *out) {
         "                   layer's share from the schedule), h2o, scissorhands,\n"
         "                   tova, streamingllm (4 sinks) or sliding-window\n"
         "                   (docs/spec.md §13) (required)\n"
-        "  --schedule NAME  uniform, arithmetic:R (R >= 1), pyramid (arithmetic:4)\n"
-        "                   or profile (weights from this trace's own profile,\n"
-        "                   k90 floored at the recent window) (required)\n"
+        "  --schedule NAME  uniform, arithmetic[:R] (R >= 1, default 4), pyramid\n"
+        "                   (arithmetic:4), kvfactory, kvfactory-balanced (window\n"
+        "                   = the prefill rows, q = the prompt), taper, curve[:R],\n"
+        "                   geometric[:R] (docs/spec.md §12), or profile (weights\n"
+        "                   k90 of this trace's own profile, each layer at least\n"
+        "                   --recent + 1) (required)\n"
         "  --budget B       average positions per layer, > --recent (required)\n"
         "  --recent N       newest positions never evicted [32]; tova,\n"
         "                   streamingllm and sliding-window protect none\n"
@@ -168,7 +171,10 @@ static int parse(int argc, char **argv, rp_opts *o) {
             if (pb_cli_sched_parse(v, &o->sched) != 0)
                 return pb_cli_usage_error("replay",
                                           "--schedule: '%s' is not uniform, "
-                                          "arithmetic:R, pyramid or profile", v);
+                                          "arithmetic[:R], pyramid, "
+                                          "kvfactory, kvfactory-balanced, "
+                                          "taper, curve[:R], geometric[:R] "
+                                          "or profile", v);
             o->have_sched = 1;
         } else if (strcmp(f, "--budget") == 0) {
             if (pb_cli_parse_u32("replay", f, v, 1u, UINT32_MAX - 1u,
@@ -369,7 +375,8 @@ static int replay(rp_state *s, const pb_cli_scan *scan) {
     return got < 0 ? -1 : 0;
 }
 
-static void report(const rp_state *s, uint64_t share_total) {
+static void report(const rp_state *s, uint64_t share_total,
+                   uint32_t used_budget) {
     const rp_opts *o = s->o;
     const uint32_t L = s->shape.num_layers;
     double mass = 0.0;
@@ -394,6 +401,7 @@ static void report(const rp_state *s, uint64_t share_total) {
         cJSON_AddStringToObject(doc, "policy", o->policy);
         cJSON_AddStringToObject(doc, "schedule", o->sched.name);
         cJSON_AddNumberToObject(doc, "budget", o->budget);
+        cJSON_AddNumberToObject(doc, "scheduleBudget", used_budget);
         cJSON_AddNumberToObject(doc, "layers", L);
         cJSON_AddNumberToObject(doc, "decodeRows", (double)steps);
         cJSON_AddNumberToObject(doc, "retainedAttentionMass", mass);
@@ -429,6 +437,10 @@ static void report(const rp_state *s, uint64_t share_total) {
     printf("%-10s %-14s %7u %10llu %9.6f %9.6f %10llu %10llu\n", o->policy,
            o->sched.name, o->budget, (unsigned long long)share_total, mass,
            recall, (unsigned long long)ev, (unsigned long long)peak);
+    if (used_budget != o->budget)
+        printf("(%s's total at %u exceeds %u x %u: it ran at budget %u, the "
+               "largest that fits)\n", o->sched.name, o->budget, L,
+               o->budget, used_budget);
     if (!o->per_layer) return;
     printf("\n%5s %8s %8s %9s %9s %10s %8s\n", "layer", "share", "rows", "mass",
            "recall", "evictions", "peak");
@@ -484,7 +496,7 @@ int pb_cli_replay(int argc, char **argv) {
         snprintf(err, sizeof err, "out of memory");
         rc = 1;
     }
-    if (rc == 0 && o.sched.kind == PB_CLI_SCHED_PROFILE) {
+    if (rc == 0 && o.sched.kind == PB_SCHEDULE_PROFILE) {
         pb_profile *prof = NULL;
         if (pb_cli_profile_trace(o.path, &scan, &prof, err, sizeof err) != 0) {
             rc = 2;
@@ -499,20 +511,22 @@ int pb_cli_replay(int argc, char **argv) {
         }
     }
     uint64_t share_total = 0;
+    /* kvfactory's window: the prefill records' rows (8 without any). */
+    uint32_t used_budget = o.budget;
+    const pb_cli_sched_ctx ctx = {o.budget, L,
+                                  scan.max_window ? scan.max_window : 8u,
+                                  scan.max_prompt, weights, o.recent + 1u};
     if (rc == 0 &&
-        pb_cli_sched_shares(&o.sched, o.budget, L, weights, o.recent + 1u,
-                            shares, err, sizeof err) != 0)
+        pb_cli_sched_shares(&o.sched, &ctx, shares, &share_total,
+                            &used_budget, err, sizeof err) != 0)
         rc = 1;
-    for (uint32_t l = 0; rc == 0 && l < L; ++l) {
-        s.layers[l].share = shares[l];
-        share_total += shares[l];
-    }
+    for (uint32_t l = 0; rc == 0 && l < L; ++l) s.layers[l].share = shares[l];
     if (rc == 0 && scan.decode == 0u) {
         snprintf(err, sizeof err, "no decode row: replay feeds decode rows");
         rc = 2;
     }
     if (rc == 0 && replay(&s, &scan) != 0) rc = 2;
-    if (rc == 0) report(&s, share_total);
+    if (rc == 0) report(&s, share_total, used_budget);
     else if (rc == 2) (void)pb_cli_trace_error("replay", o.path, err);
     else fprintf(stderr, "pyramidkv replay: %s\n", err);
     for (size_t i = 0; s.streams != NULL && i < s.n_streams; ++i) {

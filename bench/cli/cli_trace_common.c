@@ -100,83 +100,105 @@ int pb_cli_profile_trace(const char *path, const pb_cli_scan *scan,
 
 /* ------------------------------------------------------------------------ */
 
-static void sched_set(pb_cli_sched *s, int kind, uint32_t ratio) {
+static void sched_set(pb_cli_sched *s, uint32_t kind, uint32_t ratio) {
     s->kind = kind;
     s->ratio = ratio;
-    if (kind == PB_CLI_SCHED_UNIFORM) snprintf(s->name, sizeof s->name, "uniform");
-    else if (kind == PB_CLI_SCHED_PROFILE) snprintf(s->name, sizeof s->name, "profile");
-    else snprintf(s->name, sizeof s->name, "arithmetic:%u", ratio);
+    if (kind == PB_SCHEDULE_ARITHMETIC || kind == PB_SCHEDULE_CURVE ||
+        kind == PB_SCHEDULE_GEOMETRIC)
+        snprintf(s->name, sizeof s->name, "%s:%u", pb_schedule_kind_name(kind),
+                 ratio);
+    else
+        snprintf(s->name, sizeof s->name, "%s", pb_schedule_kind_name(kind));
 }
 
 int pb_cli_sched_parse(const char *text, pb_cli_sched *out) {
-    if (strcmp(text, "uniform") == 0) {
-        sched_set(out, PB_CLI_SCHED_UNIFORM, 1u);
-        return 0;
-    }
-    if (strcmp(text, "profile") == 0) {
-        sched_set(out, PB_CLI_SCHED_PROFILE, 0u);
-        return 0;
-    }
-    if (strcmp(text, "pyramid") == 0 || strcmp(text, "arithmetic") == 0) {
-        sched_set(out, PB_CLI_SCHED_ARITHMETIC, 4u);
-        return 0;
-    }
-    if (strncmp(text, "arithmetic:", 11) == 0) {
-        uint32_t r = 0;
-        const char *d = text + 11;
+    char name[32];
+    uint32_t ratio = 4u;
+    const char *colon = strchr(text, ':');
+    const size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    if (len == 0u || len >= sizeof name) return -1;
+    memcpy(name, text, len);
+    name[len] = '\0';
+    if (colon != NULL) {
+        const char *d = colon + 1;
         if (*d == '\0' || strlen(d) > 6) return -1;
+        ratio = 0u;
         for (; *d; ++d) {
             if (*d < '0' || *d > '9') return -1;
-            r = r * 10u + (uint32_t)(*d - '0');
+            ratio = ratio * 10u + (uint32_t)(*d - '0');
         }
-        if (r == 0u) return -1;
-        sched_set(out, PB_CLI_SCHED_ARITHMETIC, r);
-        return 0;
+        if (ratio == 0u) return -1;
     }
-    return -1;
+    uint32_t kind = 0;
+    if (strcmp(name, "pyramid") == 0) {
+        if (colon != NULL) return -1;
+        kind = PB_SCHEDULE_ARITHMETIC;
+    } else if (pb_schedule_kind_from_name(name, &kind) != PB_OK) {
+        return -1;
+    }
+    if (colon != NULL && kind != PB_SCHEDULE_ARITHMETIC &&
+        kind != PB_SCHEDULE_CURVE && kind != PB_SCHEDULE_GEOMETRIC)
+        return -1;
+    sched_set(out, kind, ratio);
+    return 0;
 }
 
 size_t pb_cli_sched_all(pb_cli_sched *out, size_t cap) {
-    static const uint32_t ratios[] = {2u, 4u, 8u};
+    static const struct {
+        uint32_t kind, ratio;
+    } all[] = {
+        {PB_SCHEDULE_UNIFORM, 1u},   {PB_SCHEDULE_ARITHMETIC, 2u},
+        {PB_SCHEDULE_ARITHMETIC, 4u}, {PB_SCHEDULE_ARITHMETIC, 8u},
+        {PB_SCHEDULE_KVFACTORY, 4u}, {PB_SCHEDULE_KVFACTORY_BALANCED, 4u},
+        {PB_SCHEDULE_TAPER, 4u},     {PB_SCHEDULE_CURVE, 4u},
+        {PB_SCHEDULE_PROFILE, 4u},
+    };
     size_t n = 0;
-    if (n < cap) sched_set(&out[n++], PB_CLI_SCHED_UNIFORM, 1u);
-    for (size_t i = 0; i < sizeof ratios / sizeof ratios[0] && n < cap; ++i)
-        sched_set(&out[n++], PB_CLI_SCHED_ARITHMETIC, ratios[i]);
-    if (n < cap) sched_set(&out[n++], PB_CLI_SCHED_PROFILE, 0u);
+    for (; n < sizeof all / sizeof all[0] && n < cap; ++n)
+        sched_set(&out[n], all[n].kind, all[n].ratio);
     return n;
 }
 
-int pb_cli_sched_shares(const pb_cli_sched *s, uint32_t budget,
-                        uint32_t layers, const uint32_t *weights,
-                        uint32_t min_share, uint32_t *shares, char *err,
-                        size_t err_len) {
-    if (s->kind == PB_CLI_SCHED_UNIFORM || s->kind == PB_CLI_SCHED_ARITHMETIC) {
-        const pb_status st = pb_kvcache_pyramid_budgets(
-            budget, layers, s->kind == PB_CLI_SCHED_UNIFORM ? 1u : s->ratio,
-            shares, layers);
-        if (st != PB_OK) {
-            snprintf(err, err_len, "%s: %s", s->name, pb_status_str(st));
-            return -1;
+static pb_status shares_at(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
+                           uint32_t budget, uint32_t *shares,
+                           uint64_t *total) {
+    pb_schedule sc = PB_SCHEDULE_DEFAULT;
+    sc.kind = s->kind;
+    sc.num_layers = c->layers;
+    sc.budget = budget;
+    sc.ratio = s->ratio;
+    if (c->window > 0u) sc.window = c->window;
+    sc.prompt_len = c->prompt_len;
+    sc.weights = c->weights;
+    sc.min_share = c->min_share < budget ? c->min_share : budget;
+    return pb_kvcache_schedule_shares(&sc, shares, c->layers, total);
+}
+
+int pb_cli_sched_shares(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
+                        uint32_t *shares, uint64_t *total, uint32_t *used,
+                        char *err, size_t err_len) {
+    const uint64_t cap = (uint64_t)c->layers * c->budget;
+    pb_status st = shares_at(s, c, c->budget, shares, total);
+    *used = c->budget;
+    if (st == PB_OK && *total > cap) {
+        /* The largest budget below whose total fits. The totals grow with
+         * the budget and a schedule refuses only small budgets (kvfactory:
+         * not above the window), so "refused or fits" holds up to some
+         * budget and not above it: bisect for that budget. */
+        uint32_t lo = 0u, hi = c->budget; /* the predicate holds at lo, not hi */
+        while (hi - lo > 1u) {
+            const uint32_t mid = lo + (hi - lo) / 2u;
+            uint64_t t = 0;
+            const pb_status ms = shares_at(s, c, mid, shares, &t);
+            if (ms != PB_OK || t <= cap) lo = mid;
+            else hi = mid;
         }
-        return 0;
+        st = lo == 0u ? PB_ERR_PARAM : shares_at(s, c, lo, shares, total);
+        *used = lo;
     }
-    /* profile: the total layers x budget apportioned by the weights, each
-     * layer at least min_share when the total allows it. */
-    uint64_t wsum = 0;
-    for (uint32_t l = 0; l < layers; ++l) wsum += weights[l];
-    const uint64_t total = (uint64_t)layers * budget;
-    uint64_t floor_total = (uint64_t)layers * min_share;
-    if (floor_total > total) floor_total = total, min_share = budget;
-    const uint64_t spread = total - floor_total;
-    uint64_t given = 0;
-    for (uint32_t l = 0; l < layers; ++l) {
-        /* floor(spread * w / wsum) in double (the product may not fit in
-         * 64 bits); never more than what is left. */
-        uint64_t extra = (uint64_t)((double)spread * (double)weights[l] /
-                                    (double)wsum);
-        if (extra > spread - given) extra = spread - given;
-        given += extra;
-        shares[l] = min_share + (uint32_t)extra;
+    if (st != PB_OK) {
+        snprintf(err, err_len, "%s: %s", s->name, pb_status_str(st));
+        return -1;
     }
     return 0;
 }

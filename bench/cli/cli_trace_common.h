@@ -41,31 +41,44 @@ int pb_cli_profile_trace(const char *path, const pb_cli_scan *scan,
 /* ------------------------------------------------------------------------ */
 /* Schedules                                                                */
 
-enum {
-    PB_CLI_SCHED_UNIFORM = 0,
-    PB_CLI_SCHED_ARITHMETIC = 1, /* with a ratio */
-    PB_CLI_SCHED_PROFILE = 2     /* weights from the trace's profile */
-};
-
+/* A schedule by name: a pb_schedule_kind of the library
+ * (pyramidkv_schedule.h, docs/spec.md §12) and, for arithmetic, curve and
+ * geometric, its ratio. */
 typedef struct pb_cli_sched {
-    int kind;
-    uint32_t ratio;
-    char name[32]; /* "uniform", "arithmetic:4", "profile" */
+    uint32_t kind;  /* a pb_schedule_kind */
+    uint32_t ratio; /* arithmetic, curve, geometric */
+    char name[32];  /* "uniform", "arithmetic:4", "kvfactory", "profile" */
 } pb_cli_sched;
 
-/* Parses "uniform", "arithmetic:R" (R >= 1), "pyramid" (arithmetic:4, the
- * library's default ratio) or "profile". 0 or -1. */
+/* Parses a kind name of pb_schedule_kind_from_name ("uniform",
+ * "arithmetic", "kvfactory", "kvfactory-balanced", "taper", "curve",
+ * "geometric", "profile"), optionally ":R" for the ratio of arithmetic,
+ * curve and geometric (default 4), or "pyramid" (arithmetic:4). 0 or -1. */
 int pb_cli_sched_parse(const char *text, pb_cli_sched *out);
 
-/* The schedules `calibrate` compares, in its order. */
+/* The schedules `calibrate` compares, in its order: uniform,
+ * arithmetic:2, :4, :8, kvfactory, kvfactory-balanced, taper, curve:4,
+ * profile. */
 size_t pb_cli_sched_all(pb_cli_sched *out, size_t cap);
 
-/* Every layer's share at average budget, written to shares[0 .. layers-1];
- * weights are the profile weights (needed by "profile" only). 0, or -1 with
- * a message. */
-int pb_cli_sched_shares(const pb_cli_sched *s, uint32_t budget,
-                        uint32_t layers, const uint32_t *weights,
-                        uint32_t min_share, uint32_t *shares, char *err,
-                        size_t err_len);
+/* What a schedule needs beyond its kind: the average budget, the layers,
+ * the observation window (kvfactory's w), the prompt length (kvfactory's
+ * q, 0 if unknown), the profile weights and the profile's min_share. */
+typedef struct pb_cli_sched_ctx {
+    uint32_t budget, layers, window, prompt_len;
+    const uint32_t *weights;
+    uint32_t min_share;
+} pb_cli_sched_ctx;
+
+/* Every layer's share by pb_kvcache_schedule_shares, written to
+ * shares[0 .. layers-1], and their sum to *total, at equal memory: when
+ * the schedule's total at the budget exceeds layers x budget (kvfactory
+ * adds the window to every layer), the largest budget whose total fits is
+ * used instead, written to *used (else *used = budget). 0, or -1 with a
+ * message (the schedule's status: e.g. kvfactory with a budget not above
+ * the window). */
+int pb_cli_sched_shares(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
+                        uint32_t *shares, uint64_t *total, uint32_t *used,
+                        char *err, size_t err_len);
 
 #endif /* PB_CLI_TRACE_COMMON_H */

@@ -169,6 +169,30 @@ static void calibrate_recommends_by_profile(void **state) {
     print_message("funnel trace: %s (%s)\n", name, shape);
     assert_string_equal(shape, "funnel");
     assert_non_null(strstr(r.out, "(funnel profile)"));
+    /* Every schedule of docs/spec.md §12 the issue lists is compared, at
+     * equal memory: no total above 32 x the budget. */
+    const char *names[] = {"uniform ", "arithmetic:2 ", "arithmetic:4 ",
+                           "arithmetic:8 ", "kvfactory ", "kvfactory-balanced ",
+                           "taper ", "curve:4 ", "profile "};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+        if (strstr(r.out, names[i]) == NULL) fail_msg("no %s", names[i]);
+    {
+        unsigned budget = 0;
+        const char *b = strstr(r.out, "at budget ");
+        assert_non_null(b);
+        assert_int_equal(sscanf(b, "at budget %u", &budget), 1);
+        const char *line = strstr(r.out, "\nschedule ");
+        assert_non_null(line);
+        for (line = strchr(line + 1, '\n'); line && line[1] != '\n';
+             line = strchr(line + 1, '\n')) {
+            char nm[32];
+            unsigned used = 0;
+            unsigned long long total = 0;
+            if (sscanf(line + 1, "%31s %u %llu", nm, &used, &total) != 3) break;
+            assert_true(total <= 32ull * budget);
+            assert_true(used <= budget);
+        }
+    }
 
     run("trace --make inverted --out tc_inverted.trace --layers 32 "
         "--kv-heads 1 --prompt 512 --window 16 --decode 0", &r);
@@ -210,6 +234,17 @@ static void calibrate_recommends_by_profile(void **state) {
     }
     print_message("replay funnel: uniform %.6f arithmetic:4 %.6f profile "
                   "%.6f\n", mass[0], mass[1], mass[2]);
+    /* Every schedule drives the replay. */
+    const char *sch[] = {"kvfactory", "kvfactory-balanced", "taper",
+                         "curve:2", "geometric:8", "uniform"};
+    for (size_t i = 0; i < sizeof sch / sizeof sch[0]; ++i) {
+        char args[256];
+        snprintf(args, sizeof args,
+                 "replay tc_funnel_d.trace --policy snapkv --schedule %s "
+                 "--budget 64", sch[i]);
+        run(args, &r);
+        if (r.status != 0) fail_msg("'%s': %d %s", args, r.status, r.err);
+    }
     /* Every policy of the family replays the same trace. */
     const char *pol[] = {"snapkv", "h2o", "scissorhands", "tova",
                          "streamingllm", "sliding-window"};
