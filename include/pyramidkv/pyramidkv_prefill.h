@@ -74,10 +74,10 @@ PB_API pb_status pb_kvcache_head_reduce(const float *attn, size_t heads,
  * instance for a prompt of `len` positions, written to *bytes: one double
  * per position for the scores (8 * len), one double per four positions for
  * the candidates of the selection (8 * floor(len / 4)), plus
- * 16 * min(pool_kernel, len) for pooling only when pool_kernel exceeds both
- * the instance's capacity and len (otherwise the instance's own pooling
- * scratch serves). A workspace of exactly this size is enough; one byte
- * less is refused with PB_ERR_WORKSPACE. Instances with the same
+ * 16 * min(pool_kernel, len) for pooling only when pool_kernel > 1 and the
+ * instance's capacity is below both pool_kernel and len (otherwise the
+ * instance's own pooling scratch serves). A workspace of exactly this size
+ * is enough; one byte less is refused with PB_ERR_WORKSPACE. Instances with the same
  * pool_kernel (or a kernel within their capacity, the usual case) need the
  * same size, so one workspace sized for the longest prompt serves every
  * instance of a model, compressed one after another.
