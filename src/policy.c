@@ -363,7 +363,8 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
      * compact pos[] now and let each ring row be compacted by its next
      * step's rewrite (the lazy state), or, where rows cannot be tracked,
      * compact everything now. */
-    if (long_gap && p->lazy_ok && !p->sums_valid && !p->prefix_valid) {
+    if (long_gap && p->lazy_ok && !p->sums_valid && !p->prefix_valid &&
+        p->n_holes + k <= pb__lazy_room(p->max_holes)) {
         mark_alive(p, n_cols, cols, k);
         pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
         size_t a = p->n_holes, b = k, out = p->n_holes + k;

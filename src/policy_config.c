@@ -183,9 +183,9 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     const size_t capacity = (size_t)cfg->capacity;
     const size_t max_holes = max_holes_of(capacity);
     /* pos[] and the sums hold at most max_holes dead columns; a ring row of
-     * the lazy state's old layout up to PB__FILTER_MAX_NEEDED more. */
+     * the lazy state's old layout at most pb__lazy_room(max_holes). */
     const size_t columns = capacity + max_holes;
-    const size_t ring_columns = columns + PB__FILTER_MAX_NEEDED;
+    const size_t ring_columns = capacity + pb__lazy_room(max_holes);
     const size_t obs = (size_t)cfg->params.obs_window;
     const size_t floats_per_line = PB__ALIGN / sizeof(float);
 
@@ -194,7 +194,7 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     size_t pos_bytes = columns, ring_bytes = row_stride;
     size_t score_bytes = columns, alive_bytes = (ring_columns + 63u) / 64u;
     size_t hole_bytes = max_holes;
-    size_t lazy_bytes = max_holes + PB__FILTER_MAX_NEEDED;
+    size_t lazy_bytes = pb__lazy_room(max_holes);
     size_t hist_bytes = PB__HIST_BINS, prefill_bytes = 0;
     size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
     size_t heap_bytes = PB__FILTER_MAX_NEEDED;
@@ -217,6 +217,12 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
         !mul_ok(&heap_bytes, sizeof(double)))
         return PB_ERR_TOO_LARGE;
 
+    /* The radix histogram (full path, prefill) and the candidates and heap
+     * (filtered and streaming paths) are scratch of one call each, and no
+     * call uses both: they share one region. */
+    const size_t select_bytes = hist_bytes > cand_bytes + heap_bytes
+                                    ? hist_bytes
+                                    : cand_bytes + heap_bytes;
     size_t cursor = 0, off_struct = 0;
     if (!region(&cursor, sizeof(struct pb_kvcache), &off_struct) ||
         !region(&cursor, pos_bytes, &out->off_pos) ||
@@ -226,14 +232,14 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
         !region(&cursor, hole_bytes, &out->off_holes) ||
         !region(&cursor, lazy_bytes, &out->off_lazy) ||
         !region(&cursor, work_bytes, &out->off_work) ||
-        !region(&cursor, hist_bytes, &out->off_hist) ||
-        !region(&cursor, cand_bytes, &out->off_cands) ||
-        !region(&cursor, heap_bytes, &out->off_heap) ||
+        !region(&cursor, select_bytes, &out->off_hist) ||
         !region(&cursor, prefill_bytes, &out->off_prefill) ||
         cursor > SIZE_MAX - (PB__ALIGN - 1u))
         return PB_ERR_TOO_LARGE;
     assert(off_struct == 0u);
     (void)off_struct;
+    out->off_cands = out->off_hist;
+    out->off_heap = out->off_hist + cand_bytes; /* whole lines of candidates */
     out->row_stride = row_stride;
     out->max_holes = max_holes;
     out->work_bytes = work_bytes;

@@ -206,7 +206,7 @@ struct pb_kvcache {
     const pb__kernels *k; /* the hot loops, chosen at create */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */
     size_t row_stride;    /* floats from one ring row to the next, >=
-                             capacity + max_holes + PB__FILTER_MAX_NEEDED */
+                             capacity + pb__lazy_room(max_holes) */
 
     uint32_t *pos;        /* [capacity + max_holes] positions by column,
                              ascending */
@@ -220,7 +220,7 @@ struct pb_kvcache {
                              surviving columns */
     size_t *holes;        /* [max_holes] dead columns, ascending */
     size_t n_holes, max_holes;
-    size_t *lazy_holes;   /* [max_holes + PB__FILTER_MAX_NEEDED] dead
+    size_t *lazy_holes;   /* [pb__lazy_room(max_holes)] dead
                              columns of the rows not yet rewritten,
                              ascending; n_lazy > 0 only in the lazy state */
     size_t n_lazy;
@@ -234,7 +234,8 @@ struct pb_kvcache {
                              columns at once */
     void *work;           /* pooling scratch, work_bytes */
     size_t work_bytes;
-    size_t *hist;         /* [PB__HIST_BINS] selection histogram */
+    size_t *hist;         /* [PB__HIST_BINS] selection histogram; the same
+                             memory as cands and heap (no call uses both) */
     void *source;         /* a scorer other than the window: one score per
                              rank (double for cumulative, the float bits of
                              the record for last, uint32 votes), NULL for
@@ -383,6 +384,16 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 
 /* The filtered and the streaming paths take at most this many victims ... */
 #define PB__FILTER_MAX_NEEDED ((size_t)64)
+
+/* Dead columns a ring row of the lazy state's old layout may hold: the
+ * holes and the victims of the evict that entered it (drop_ranks compacts
+ * at once beyond). One cheap evict's victims always fit, and from a
+ * capacity of 2,048 on the holes' own allowance is the room, so the ring
+ * carries no fixed columns for it. */
+static inline size_t pb__lazy_room(size_t max_holes) {
+    return max_holes > PB__FILTER_MAX_NEEDED ? max_holes
+                                             : PB__FILTER_MAX_NEEDED;
+}
 /* ... and as long as no more candidates than this need exact scores. */
 #define PB__FILTER_MAX_CANDIDATES ((size_t)128)
 
