@@ -296,6 +296,26 @@ static int remove_victims(slot *sl, const uint32_t *victims, size_t n) {
     return 0;
 }
 
+/* How many positions an evict down to `target` drops (docs/spec.md
+ * §13.4): all above the target, but never one of the protected newest or a
+ * sink, so a native instance whose sinks and recent window together hold
+ * more than its share stays above it. Only position t, admitted by this
+ * step, is unobserved here (every step observes every held position). */
+static size_t evictable_want(const pb_wl_run_params *p, const slot *sl,
+                             size_t target) {
+    const size_t held = sl->n_kept;
+    size_t want = held - target;
+    if (p->params_kind != PB_WL_PARAMS_NATIVE) return want;
+    size_t newest = p->recent_window < held ? p->recent_window : held;
+    if (p->scorer == (uint32_t)PB_SCORER_LAST && newest < 1u) newest = 1u;
+    size_t sinks = 0;
+    while (sinks < held && sl->kept[sinks] < p->sinks) ++sinks;
+    const size_t end = held - newest;
+    const size_t first = sinks < end ? sinks : end;
+    if (end - first < want) want = end - first;
+    return want;
+}
+
 /* One (configuration, layer) step: measure, observe, admit, evict. Adds
  * the count held right after admitting t to *held_total. */
 static int step_slot(const pb_wl_run_params *p, run_state *s, slot *sl,
@@ -330,7 +350,7 @@ static int step_slot(const pb_wl_run_params *p, run_state *s, slot *sl,
     *held_total += sl->n_kept;
 
     if (sl->n_kept > ls->effective) {
-        const size_t want = sl->n_kept - ls->effective;
+        const size_t want = evictable_want(p, sl, ls->effective);
         size_t got = 0;
         if (s->vtable != NULL) {
             got = s->vtable->evict(sl->policy, ls->effective, s->victims,

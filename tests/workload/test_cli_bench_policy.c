@@ -202,6 +202,35 @@ static void test_layered_every_policy(void **state) {
     }
 }
 
+/* Sinks and the recent window together can protect more than a layer's
+ * effective share (docs/spec.md §13.4): with recent 32 and sinks 2 a layer
+ * whose effective share is 33 holds 34 after every evict (sinks 0 and 1
+ * plus the 32 newest) and peaks at 35, while a layer with a larger share
+ * peaks one above it. */
+static void test_sinks_beyond_the_share(void **state) {
+    (void)state;
+    cJSON *doc = run_json("bench --scorer window --sinks 2 --layers 6 "
+                          "--trace flat --budget 40 --ratio 8 --json");
+    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
+    assert_int_equal(cJSON_GetArraySize(results), 1);
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(results, 0), "perLayer");
+    assert_int_equal(cJSON_GetArraySize(per), 6);
+    int beyond = 0;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, per) {
+        const double e = num(l, "effectiveShare");
+        if (e < 34.0) {
+            beyond += 1;
+            assert_true(num(l, "peakHeld") == 35.0);
+        } else {
+            assert_true(num(l, "peakHeld") == e + 1.0);
+        }
+    }
+    assert_true(beyond > 0);
+    cJSON_Delete(doc);
+}
+
 static void expect_usage_error(const char *args, const char *names) {
     char *err = NULL;
     const int rc = run_cli(args, 1, &err);
@@ -249,6 +278,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest slow[] = {
         cmocka_unit_test(test_fifteen_figures_native),
         cmocka_unit_test(test_layered_every_policy),
+        cmocka_unit_test(test_sinks_beyond_the_share),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifteen_figures_vtables),
