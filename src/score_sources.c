@@ -110,6 +110,24 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
         p->kept -= needed;
         return;
     }
+    if (needed == 1u) {
+        /* One victim (an evict after every step): the first lowest key,
+         * which is what the cut would take, in one pass. */
+        size_t best = first;
+        if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
+            const double *s = p->source;
+            for (size_t i = first + 1u; i < end; ++i)
+                if (s[i] < s[best]) best = i;
+        } else {
+            const uint32_t *s = p->source;
+            for (size_t i = first + 1u; i < end; ++i)
+                if (s[i] < s[best]) best = i;
+        }
+        victims[0] = p->pos[best];
+        close_tail(p, best + 1u, best);
+        p->kept -= 1u;
+        return;
+    }
     pb__cut cut;
     if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
         pb__select_lowest((const double *)p->source + first, end - first,
