@@ -287,6 +287,75 @@ static int write_tsv(const char *path, const cfg *cfgs, size_t n_cfg,
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* Profiles the window rows of `n` held-out prompts of len bytes and sets
+ * pkm_profile_weights (k for 90 % of the mass, at least obs + 1). */
+static int calibrate(pkm_model *m, const opts *o, const unsigned char *text,
+                     size_t text_len, uint32_t len, uint32_t max_len,
+                     double *bits, uint32_t *ratio)
+{
+    const pkm_config *mc = &m->c;
+    const size_t LH = (size_t)mc->n_layers * mc->n_heads;
+    const uint32_t g = mc->n_heads / mc->n_kv_heads;
+    const uint32_t n = o->quick ? 1 : 8;
+    const uint32_t W = o->obs < len ? o->obs : len;
+    const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
+    pb_profile_params pp = PB_PROFILE_PARAMS_DEFAULT;
+    pp.num_layers = mc->n_layers;
+    pp.max_len = max_len;
+    pb_profile *prof = NULL;
+    pkm_slot *full = calloc(n_slots, sizeof *full);
+    float *rows = malloc(LH * W * len * sizeof(float));
+    float *red = malloc((size_t)W * len * sizeof(float));
+    float *step = malloc(LH * m->rope_len * sizeof(float));
+    int rc = -1;
+    if (!full || !rows || !red || !step ||
+        pb_profile_create(&pp, NULL, &prof) != PB_OK)
+        goto out;
+    for (size_t s = 0; s < n_slots; s++)
+        if (pkm_slot_init(&full[s], max_len, mc->head_dim) != 0) goto out;
+    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 5;
+    for (uint32_t i = 0; i < n; i++) {
+        const size_t off = (size_t)(splitmix(&rng) % (text_len - len - 1));
+        if (pkm_prefill_full(m, full, text + off, len, rows, W, NULL, step) != 0)
+            goto out;
+        for (uint32_t l = 0; l < mc->n_layers; l++) {
+            for (uint32_t kv = 0; kv < mc->n_kv_heads; kv++) {
+                const size_t block = (size_t)W * len;
+                if (pb_kvcache_head_reduce(rows + ((size_t)l * mc->n_heads + (size_t)kv * g) * block,
+                                           g, block, block, PB_HEAD_REDUCE_MEAN,
+                                           red) != PB_OK)
+                    goto out;
+                for (uint32_t j = 0; j < W; j++) {
+                    const uint32_t q = len - W + j;
+                    if (pb_profile_add_row(prof, l, red + (size_t)j * len,
+                                           (size_t)q + 1) != PB_OK)
+                        goto out;
+                }
+            }
+        }
+    }
+    if (pb_profile_weights(prof, 900000u, o->obs + 1, pkm_profile_weights,
+                           PKM_MAX_LAYERS) != PB_OK ||
+        pb_profile_fit_ratio(pkm_profile_weights, mc->n_layers, 8, ratio,
+                             NULL) != PB_OK)
+        goto out;
+    for (uint32_t l = 0; l < mc->n_layers; l++) {
+        double support = 0.0;
+        if (pb_profile_entropy(prof, l, &bits[l], &support) != PB_OK) goto out;
+    }
+    pkm_profile_ready = 1;
+    rc = 0;
+out:
+    pb_profile_destroy(prof);
+    if (full)
+        for (size_t s = 0; s < n_slots; s++) pkm_slot_free(&full[s]);
+    free(full);
+    free(rows);
+    free(red);
+    free(step);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     opts o = {PKM_DATA_DIR "/model.pkvm", PKM_DATA_DIR "/heldout.txt", NULL,
@@ -323,6 +392,17 @@ int main(int argc, char **argv)
     }
     const uint32_t max_len = o.ctx + 8;
     const uint32_t plen = o.ctx - 1 - KEY_DIGITS; /* needle prompt length */
+
+    /* calibration: the profile of this model's attention (the observation
+     * window rows of held-out prompts, each KV head's group reduced) gives
+     * the weights of the profile schedule, as pyramidkv calibrate does */
+    double prof_bits[PKM_MAX_LAYERS] = {0};
+    uint32_t fit_ratio = 0;
+    if (calibrate(&m, &o, text, text_len, plen, max_len, prof_bits,
+                  &fit_ratio) != 0) {
+        fprintf(stderr, "model_eval: calibration failed\n");
+        return 1;
+    }
 
     /* configurations: the full cache, then every (budget, method) */
     const size_t n_cfg = 1 + (size_t)N_FRACTIONS * pkm_method_count;
@@ -471,6 +551,15 @@ int main(int argc, char **argv)
            "steps and heads):");
     for (uint32_t l = 0; l < mc->n_layers; l++)
         printf(" %.3f", ent_n[l] ? ent[l] / (double)ent_n[l] : 0.0);
+    printf("\nprofile of the prompt's observation window (pb_profile, %s "
+           "calibration prompts): entropy per layer in bits:",
+           o.quick ? "1" : "8");
+    for (uint32_t l = 0; l < mc->n_layers; l++) printf(" %.2f", prof_bits[l]);
+    printf("\nprofile schedule weights (k for 90 %% of the mass):");
+    for (uint32_t l = 0; l < mc->n_layers; l++)
+        printf(" %u", pkm_profile_weights[l]);
+    printf("; nearest arithmetic ratio (pb_profile_fit_ratio, up to 8): %u\n",
+           fit_ratio);
     printf("\nrun time %.1f s (CPU)\n", secs);
     if (o.quick) {
         printf("quick check: no-eviction library NLL %s the full cache's\n",

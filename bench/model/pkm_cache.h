@@ -35,6 +35,12 @@ typedef struct pkm_method {
 
 /* The methods the evaluation runs (pkm_methods.c): the one place to add
  * rows for new schedules and scorers. */
+#define PKM_MAX_LAYERS 64
+/* The per-layer weights of the profile schedule (pb_profile_weights on
+ * this model's attention), set by the caller before any pkm_cache_init of
+ * that method; until pkm_profile_ready is set the schedule is unavailable. */
+extern uint32_t pkm_profile_weights[PKM_MAX_LAYERS];
+extern int pkm_profile_ready;
 extern const pkm_method pkm_methods[];
 extern const size_t pkm_method_count;
 
