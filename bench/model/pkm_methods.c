@@ -1,83 +1,105 @@
 /*
  * pkm_methods.c - the rows of the model evaluation: which schedule gives
  * each layer its share and which scorer picks the victims inside a layer.
- * This table is the one place to add a row when the library gains a
- * schedule (a new pb_ share function: wrap it as a pkm_schedule_fn) or a
- * scorer (a pb_scorer value); a row the linked library refuses is printed
+ * This table is the one place to add a row: a schedule is a pb_schedule
+ * kind with its parameters (sched_library), a scorer a pb_scorer value;
+ * a row the linked library refuses is printed
  * as "not in this library" instead of failing the run. Every row of one
  * budget gets the same average budget, so the memory is equal up to the
  * schedule's rounding (printed beside each row).
  */
 #include "pkm_cache.h"
 
-/* Uniform: every layer the average budget (SnapKV). */
-static int sched_uniform(uint32_t budget, uint32_t num_layers, uint32_t arg,
-                         uint32_t *shares)
-{
-    (void)arg;
-    return pb_kvcache_pyramid_budgets(budget, num_layers, 1, shares,
-                                      num_layers) == PB_OK ? 0 : -1;
-}
-
-/* PyramidKV's arithmetic pyramid, first layer's share over the last's =
- * arg (docs/spec.md, the pyramid share). */
-static int sched_pyramid(uint32_t budget, uint32_t num_layers, uint32_t arg,
-                         uint32_t *shares)
-{
-    return pb_kvcache_pyramid_budgets(budget, num_layers, arg, shares,
-                                      num_layers) == PB_OK ? 0 : -1;
-}
-
 uint32_t pkm_profile_weights[PKM_MAX_LAYERS];
 int pkm_profile_ready;
 
-/* The profile schedule of `pyramidkv calibrate` (docs/calibrate.md): the
- * total num_layers x budget apportioned by the calibrated weights, each
- * layer first given recent_window + 1 positions (the evaluation's recent
- * window is budget / 4), the rest in proportion to the weight, floored. */
-static int sched_profile(uint32_t budget, uint32_t num_layers, uint32_t arg,
+/* The evaluation's recent window (model_eval.c): budget / 4, at least 1.
+ * kvfactory's observation window and the profile's per-layer base use it,
+ * so those schedules reserve what the instances protect anyway. */
+static uint32_t recent_of(uint32_t budget) { return budget / 4 ? budget / 4 : 1; }
+
+/* Every row's shares come from the library's one schedule call
+ * (pb_kvcache_schedule_shares, docs/spec.md §12); `arg` selects the kind
+ * and its parameters below. */
+enum {
+    SCHED_UNIFORM, SCHED_ARITH2, SCHED_ARITH4, SCHED_ARITH8, SCHED_KVFACTORY,
+    SCHED_KVFACTORY_BALANCED, SCHED_TAPER, SCHED_CURVE, SCHED_PROFILE
+};
+
+static int sched_library(uint32_t budget, uint32_t num_layers, uint32_t arg,
                          uint32_t *shares)
 {
-    (void)arg;
-    if (!pkm_profile_ready || num_layers > PKM_MAX_LAYERS) return -1;
-    uint64_t wsum = 0;
-    for (uint32_t l = 0; l < num_layers; l++) wsum += pkm_profile_weights[l];
-    if (wsum == 0) return -1;
-    uint32_t min_share = (budget / 4 ? budget / 4 : 1) + 1;
-    const uint64_t total = (uint64_t)num_layers * budget;
-    uint64_t floor_total = (uint64_t)num_layers * min_share;
-    if (floor_total > total) {
-        floor_total = total;
-        min_share = budget;
+    pb_schedule s = PB_SCHEDULE_DEFAULT;
+    s.num_layers = num_layers;
+    s.budget = budget;
+    switch (arg) {
+    case SCHED_UNIFORM: s.kind = PB_SCHEDULE_UNIFORM; break;
+    case SCHED_ARITH2: s.kind = PB_SCHEDULE_ARITHMETIC; s.ratio = 2; break;
+    case SCHED_ARITH4: s.kind = PB_SCHEDULE_ARITHMETIC; s.ratio = 4; break;
+    case SCHED_ARITH8: s.kind = PB_SCHEDULE_ARITHMETIC; s.ratio = 8; break;
+    case SCHED_KVFACTORY:
+    case SCHED_KVFACTORY_BALANCED:
+        /* The paper's code with the KV size C = budget, its window = the
+         * recent window, beta 20 and no prompt clamp (a long prompt). */
+        s.kind = arg == SCHED_KVFACTORY ? PB_SCHEDULE_KVFACTORY
+                                        : PB_SCHEDULE_KVFACTORY_BALANCED;
+        s.window = recent_of(budget);
+        s.beta = 20;
+        break;
+    case SCHED_TAPER:
+        /* VeloxQuant-MLX's taper with 4 sinks and beta 2. */
+        s.kind = PB_SCHEDULE_TAPER;
+        s.sinks = 4;
+        s.taper_beta = 2.0;
+        break;
+    case SCHED_CURVE:
+        s.kind = PB_SCHEDULE_CURVE;
+        s.ratio = 4;
+        s.gamma_milli = 800;
+        break;
+    case SCHED_PROFILE:
+        /* The weights `pyramidkv calibrate` derives (pb_profile_weights),
+         * calibrated on this model by model_eval before anything is sized;
+         * every layer's base is its recent window plus one. */
+        if (!pkm_profile_ready) return -1;
+        s.kind = PB_SCHEDULE_PROFILE;
+        s.weights = pkm_profile_weights;
+        s.min_share = recent_of(budget) + 1 <= budget ? recent_of(budget) + 1
+                                                      : budget;
+        break;
+    default: return -1;
     }
-    const uint64_t spread = total - floor_total;
-    uint64_t given = 0;
-    for (uint32_t l = 0; l < num_layers; l++) {
-        uint64_t extra = (uint64_t)((double)spread *
-                                    (double)pkm_profile_weights[l] /
-                                    (double)wsum);
-        if (extra > spread - given) extra = spread - given;
-        given += extra;
-        shares[l] = min_share + (uint32_t)extra;
-    }
-    return 0;
+    uint64_t total = 0;
+    return pb_kvcache_schedule_shares(&s, shares, num_layers, &total) == PB_OK
+               ? 0 : -1;
 }
 
 const pkm_method pkm_methods[] = {
-    {"SnapKV (uniform)", sched_uniform, 1, PB_SCORER_WINDOW, 0},
-    {"PyramidKV r=2", sched_pyramid, 2, PB_SCORER_WINDOW, 0},
-    {"PyramidKV r=4", sched_pyramid, 4, PB_SCORER_WINDOW, 0},
-    {"PyramidKV r=8", sched_pyramid, 8, PB_SCORER_WINDOW, 0},
-    /* the profile schedule calibrated on this model (model_eval does the
-     * calibration before it sizes anything) */
-    {"profile (calibrated), window", sched_profile, 0, PB_SCORER_WINDOW, 0},
-    /* The other scorers of docs/spec.md section 13 on the uniform schedule:
-     * they have no one-shot prefill, so the runtime feeds them the prompt's
-     * attention rows as decode steps (pkm_cache.c). */
-    {"H2O (uniform)", sched_uniform, 1, PB_SCORER_CUMULATIVE, 0},
-    {"TOVA (uniform)", sched_uniform, 1, PB_SCORER_LAST, 0},
-    {"Scissorhands (uniform)", sched_uniform, 1, PB_SCORER_VOTES, 0},
-    {"StreamingLLM (uniform, 4 sinks)", sched_uniform, 1, PB_SCORER_NONE, 4},
+    {"SnapKV (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_WINDOW, 0},
+    {"PyramidKV r=2", sched_library, SCHED_ARITH2, PB_SCORER_WINDOW, 0},
+    {"PyramidKV r=4", sched_library, SCHED_ARITH4, PB_SCORER_WINDOW, 0},
+    {"PyramidKV r=8", sched_library, SCHED_ARITH8, PB_SCORER_WINDOW, 0},
+    {"kvfactory (paper code)", sched_library, SCHED_KVFACTORY,
+     PB_SCORER_WINDOW, 0},
+    {"kvfactory-balanced", sched_library, SCHED_KVFACTORY_BALANCED,
+     PB_SCORER_WINDOW, 0},
+    {"taper (4 sinks, beta 2)", sched_library, SCHED_TAPER, PB_SCORER_WINDOW,
+     0},
+    {"curve r=4 gamma=0.8", sched_library, SCHED_CURVE, PB_SCORER_WINDOW, 0},
+    {"profile (calibrated), window", sched_library, SCHED_PROFILE,
+     PB_SCORER_WINDOW, 0},
+    /* The other scorers of docs/spec.md §13: they have no one-shot prefill,
+     * so the runtime feeds them the prompt's attention rows as decode steps
+     * (pkm_cache.c). Uniform, and the pyramid over H2O with 4 sinks
+     * (VeloxQuant's "PyramidKV-adapted"). */
+    {"H2O (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_CUMULATIVE, 0},
+    {"H2O r=4, 4 sinks", sched_library, SCHED_ARITH4, PB_SCORER_CUMULATIVE,
+     4},
+    {"TOVA (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_LAST, 0},
+    {"Scissorhands (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_VOTES,
+     0},
+    {"StreamingLLM (uniform, 4 sinks)", sched_library, SCHED_UNIFORM,
+     PB_SCORER_NONE, 4},
 };
 
 const size_t pkm_method_count = sizeof pkm_methods / sizeof pkm_methods[0];
