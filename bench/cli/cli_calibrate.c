@@ -31,10 +31,10 @@
 #define POOL_KERNEL 7u
 
 typedef struct cal_opts {
-    const char *path;
+    pb_cli_trace_args t; /* TRACE, --json, --per-layer */
     const char *plot;
     uint32_t budget, fraction_ppm, floor_w;
-    int have_budget, have_floor, json, per_layer;
+    int have_budget, have_floor;
 } cal_opts;
 
 typedef struct cal_sched {
@@ -109,28 +109,13 @@ static int parse(int argc, char **argv, cal_opts *o) {
     pb_cli_walk w;
     pb_cli_walk_init(&w, "calibrate", argc, argv);
     for (;;) {
-        if (w.next < argc && argv[w.next][0] != '-') {
-            if (o->path != NULL)
-                return pb_cli_usage_error("calibrate",
-                                          "more than one TRACE given");
-            o->path = argv[w.next++];
-            continue;
+        const char *v = NULL;
+        const int rc = pb_cli_trace_walk(&w, &o->t, help, &v);
+        if (rc != PB_CLI_WALK_FLAG) {
+            if (rc != 0) return rc;
+            break;
         }
-        const int rc = pb_cli_walk_next(&w);
-        if (rc == 0) break;
-        if (rc != 1) return PB_CLI_USAGE;
-        const char *f = w.flag, *v = NULL;
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 1;
-        }
-        if (strcmp(f, "--json") == 0 || strcmp(f, "--per-layer") == 0) {
-            if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
-            if (f[2] == 'j') o->json = 1;
-            else o->per_layer = 1;
-            continue;
-        }
-        if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
+        const char *f = w.flag;
         if (strcmp(f, "--plot") == 0) {
             o->plot = v;
         } else if (strcmp(f, "--budget") == 0) {
@@ -154,10 +139,6 @@ static int parse(int argc, char **argv, cal_opts *o) {
                                       "calibrate --help)", f);
         }
     }
-    if (o->path == NULL)
-        return pb_cli_usage_error("calibrate",
-                                  "a TRACE file is required (see pyramidkv "
-                                  "calibrate --help)");
     return 0;
 }
 
@@ -249,7 +230,7 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
     const uint32_t L = scan->shape.num_layers;
     printf("trace %s: %u layers, %u KV heads, group %u; %llu prefill records "
            "(up to %u window rows over %u positions), %llu decode rows\n\n",
-           o->path, L, scan->shape.num_kv_heads, scan->shape.group_size,
+           o->t.path, L, scan->shape.num_kv_heads, scan->shape.group_size,
            (unsigned long long)scan->prefill, scan->max_window,
            scan->max_prompt, (unsigned long long)scan->decode);
     printf("layer profile (k50/k90/k99: positions holding 50/90/99 %% of a "
@@ -278,7 +259,7 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
         printf("%-18s %7u %8llu %7u %7u %8s %9.6f\n", sc[s].s.name,
                sc[s].used, (unsigned long long)sc[s].total, sc[s].shares[0],
                sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].mass);
-    if (o->per_layer) {
+    if (o->t.per_layer) {
         printf("\nper layer: share / retained mass\n%5s", "layer");
         for (size_t s = 0; s < n_sched; ++s) printf(" %18s", sc[s].s.name);
         printf("\n");
@@ -310,7 +291,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
                       const char *skipped) {
     const uint32_t L = scan->shape.num_layers;
     cJSON *doc = cJSON_CreateObject();
-    cJSON_AddStringToObject(doc, "trace", o->path);
+    cJSON_AddStringToObject(doc, "trace", o->t.path);
     cJSON_AddNumberToObject(doc, "layers", L);
     cJSON_AddNumberToObject(doc, "kvHeads", scan->shape.num_kv_heads);
     cJSON_AddNumberToObject(doc, "groupSize", scan->shape.group_size);
@@ -399,7 +380,7 @@ static void plot(const cal_opts *o, const pb_cli_scan *scan,
             "set ylabel 'mean entropy (bits)'\n"
             "plot '%s' using 1:2 with linespoints title 'entropy'\n"
             "set ylabel 'share at budget %u'\n"
-            "plot ", o->plot, o->path, data, o->budget);
+            "plot ", o->plot, o->t.path, data, o->budget);
     for (size_t s = 0; s < n_sched; ++s)
         fprintf(gp, "%s'%s' using 1:%zu with lines lw 2 title '%s'",
                 s ? ", " : "", data, s + 3u, sc[s].s.name);
@@ -418,10 +399,10 @@ int pb_cli_calibrate(int argc, char **argv) {
     if (prc != 0) return prc;
     char err[320];
     pb_cli_scan scan;
-    if (pb_cli_scan_trace(o.path, &scan, err, sizeof err) != 0)
-        return pb_cli_trace_error("calibrate", o.path, err);
+    if (pb_cli_scan_trace(o.t.path, &scan, err, sizeof err) != 0)
+        return pb_cli_trace_error("calibrate", o.t.path, err);
     if (scan.prefill == 0u)
-        return pb_cli_trace_error("calibrate", o.path,
+        return pb_cli_trace_error("calibrate", o.t.path,
                                   "no prefill record: calibrate compresses "
                                   "the recorded window rows");
     if (!o.have_budget) {
@@ -430,8 +411,8 @@ int pb_cli_calibrate(int argc, char **argv) {
     }
     if (!o.have_floor) o.floor_w = scan.max_window;
     pb_profile *prof = NULL;
-    if (pb_cli_profile_trace(o.path, &scan, &prof, err, sizeof err) != 0)
-        return pb_cli_trace_error("calibrate", o.path, err);
+    if (pb_cli_profile_trace(o.t.path, &scan, &prof, err, sizeof err) != 0)
+        return pb_cli_trace_error("calibrate", o.t.path, err);
 
     const uint32_t L = scan.shape.num_layers;
     cal_layer *ly = (cal_layer *)calloc(L, sizeof *ly);
@@ -492,7 +473,7 @@ int pb_cli_calibrate(int argc, char **argv) {
         sc[n_kept++] = sc[s];
     }
     if (rc == 0) n_sched = n_kept;
-    if (rc == 0 && measure(o.path, sc, n_sched, &scan, recs, err,
+    if (rc == 0 && measure(o.t.path, sc, n_sched, &scan, recs, err,
                            sizeof err) != 0)
         rc = 2;
     if (rc == 0) {
@@ -509,7 +490,7 @@ int pb_cli_calibrate(int argc, char **argv) {
         }
         for (uint32_t l = 0; l < L; ++l) ly[l].records = recs[l];
         qsort(sc, n_sched, sizeof sc[0], cmp_sched);
-        if (o.json) {
+        if (o.t.json) {
             if (print_json(&o, &scan, ly, weights, fit, sc, n_sched,
                            skipped) != 0)
                 rc = 1;
@@ -519,7 +500,7 @@ int pb_cli_calibrate(int argc, char **argv) {
         }
         if (rc == 0 && o.plot != NULL) plot(&o, &scan, ly, sc, n_sched);
     } else if (rc == 2) {
-        (void)pb_cli_trace_error("calibrate", o.path, err);
+        (void)pb_cli_trace_error("calibrate", o.t.path, err);
     } else {
         fprintf(stderr, "pyramidkv calibrate: %s\n", err);
     }

@@ -46,11 +46,12 @@ static const rp_policy POLICIES[] = {
 #define N_POLICIES (sizeof POLICIES / sizeof POLICIES[0])
 
 typedef struct rp_opts {
-    const char *path, *policy;
+    pb_cli_trace_args t; /* TRACE, --json, --per-layer */
+    const char *policy;
     const rp_policy *pol;
     pb_cli_sched sched;
     uint32_t budget, recent, obs, kernel;
-    int have_policy, have_sched, have_budget, per_layer, json;
+    int have_policy, have_sched, have_budget;
 } rp_opts;
 
 /* One (layer, KV head, query head) stream. */
@@ -136,27 +137,13 @@ static int parse(int argc, char **argv, rp_opts *o) {
     pb_cli_walk w;
     pb_cli_walk_init(&w, "replay", argc, argv);
     for (;;) {
-        if (w.next < argc && argv[w.next][0] != '-') {
-            if (o->path != NULL)
-                return pb_cli_usage_error("replay", "more than one TRACE given");
-            o->path = argv[w.next++];
-            continue;
+        const char *v = NULL;
+        const int rc = pb_cli_trace_walk(&w, &o->t, help, &v);
+        if (rc != PB_CLI_WALK_FLAG) {
+            if (rc != 0) return rc;
+            break;
         }
-        const int rc = pb_cli_walk_next(&w);
-        if (rc == 0) break;
-        if (rc != 1) return PB_CLI_USAGE;
-        const char *f = w.flag, *v = NULL;
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 1;
-        }
-        if (strcmp(f, "--json") == 0 || strcmp(f, "--per-layer") == 0) {
-            if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
-            if (f[2] == 'j') o->json = 1;
-            else o->per_layer = 1;
-            continue;
-        }
-        if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
+        const char *f = w.flag;
         if (strcmp(f, "--policy") == 0) {
             for (size_t i = 0; i < N_POLICIES; ++i)
                 if (strcmp(v, POLICIES[i].name) == 0) o->pol = &POLICIES[i];
@@ -198,8 +185,6 @@ static int parse(int argc, char **argv, rp_opts *o) {
                                       "replay --help)", f);
         }
     }
-    if (o->path == NULL)
-        return pb_cli_usage_error("replay", "a TRACE file is required");
     if (!o->have_policy) return pb_cli_usage_error("replay", "--policy is required");
     if (!o->have_sched) return pb_cli_usage_error("replay", "--schedule is required");
     if (!o->have_budget) return pb_cli_usage_error("replay", "--budget is required");
@@ -354,7 +339,7 @@ static int on_decode(rp_state *s, stream *st, const pb_tr_record *r,
 
 static int replay(rp_state *s, const pb_cli_scan *scan) {
     pb_tr_reader *r = NULL;
-    if (pb_tr_reader_open_file(s->o->path, &r, s->err, s->err_len) != 0)
+    if (pb_tr_reader_open_file(s->o->t.path, &r, s->err, s->err_len) != 0)
         return -1;
     const size_t groups = (size_t)s->shape.group_size + 1u;
     pb_tr_record rec;
@@ -395,9 +380,9 @@ static void report(const rp_state *s, uint64_t share_total,
     }
     mass = measured ? pb_wl_round6(mass / measured) : 0.0;
     const double recall = slots ? pb_wl_round6((double)hits / (double)slots) : 0.0;
-    if (o->json) {
+    if (o->t.json) {
         cJSON *doc = cJSON_CreateObject();
-        cJSON_AddStringToObject(doc, "trace", o->path);
+        cJSON_AddStringToObject(doc, "trace", o->t.path);
         cJSON_AddStringToObject(doc, "policy", o->policy);
         cJSON_AddStringToObject(doc, "schedule", o->sched.name);
         cJSON_AddNumberToObject(doc, "budget", o->budget);
@@ -430,7 +415,7 @@ static void report(const rp_state *s, uint64_t share_total,
         return;
     }
     printf("replay %s: %u layers, %u KV heads, group %u; %llu decode rows\n",
-           o->path, L, s->shape.num_kv_heads, s->shape.group_size,
+           o->t.path, L, s->shape.num_kv_heads, s->shape.group_size,
            (unsigned long long)steps);
     printf("%-10s %-14s %7s %10s %9s %9s %10s %10s\n", "policy", "schedule",
            "budget", "shares", "mass", "recall", "evictions", "peak held");
@@ -441,7 +426,7 @@ static void report(const rp_state *s, uint64_t share_total,
         printf("(%s's total at %u exceeds %u x %u: it ran at budget %u, the "
                "largest that fits)\n", o->sched.name, o->budget, L,
                o->budget, used_budget);
-    if (!o->per_layer) return;
+    if (!o->t.per_layer) return;
     printf("\n%5s %8s %8s %9s %9s %10s %8s\n", "layer", "share", "rows", "mass",
            "recall", "evictions", "peak");
     for (uint32_t l = 0; l < L; ++l) {
@@ -467,13 +452,13 @@ int pb_cli_replay(int argc, char **argv) {
     if (prc != 0) return prc;
     char err[320];
     pb_cli_scan scan;
-    if (pb_cli_scan_trace(o.path, &scan, err, sizeof err) != 0)
-        return pb_cli_trace_error("replay", o.path, err);
+    if (pb_cli_scan_trace(o.t.path, &scan, err, sizeof err) != 0)
+        return pb_cli_trace_error("replay", o.t.path, err);
     const uint32_t L = scan.shape.num_layers;
     const uint64_t n_streams = (uint64_t)L * scan.shape.num_kv_heads *
                                ((uint64_t)scan.shape.group_size + 1u);
     if (n_streams > MAX_STREAMS)
-        return pb_cli_trace_error("replay", o.path,
+        return pb_cli_trace_error("replay", o.t.path,
                                   "too many (layer, head) streams for replay");
     rp_state s;
     memset(&s, 0, sizeof s);
@@ -498,7 +483,7 @@ int pb_cli_replay(int argc, char **argv) {
     }
     if (rc == 0 && o.sched.kind == PB_SCHEDULE_PROFILE) {
         pb_profile *prof = NULL;
-        if (pb_cli_profile_trace(o.path, &scan, &prof, err, sizeof err) != 0) {
+        if (pb_cli_profile_trace(o.t.path, &scan, &prof, err, sizeof err) != 0) {
             rc = 2;
         } else {
             const pb_status st = pb_profile_weights(
@@ -527,7 +512,7 @@ int pb_cli_replay(int argc, char **argv) {
     }
     if (rc == 0 && replay(&s, &scan) != 0) rc = 2;
     if (rc == 0) report(&s, share_total, used_budget);
-    else if (rc == 2) (void)pb_cli_trace_error("replay", o.path, err);
+    else if (rc == 2) (void)pb_cli_trace_error("replay", o.t.path, err);
     else fprintf(stderr, "pyramidkv replay: %s\n", err);
     for (size_t i = 0; s.streams != NULL && i < s.n_streams; ++i) {
         pb_kvcache_destroy(s.streams[i].kv);

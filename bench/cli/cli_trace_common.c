@@ -14,6 +14,40 @@ int pb_cli_trace_error(const char *cmd, const char *path, const char *msg) {
     return PB_CLI_USAGE;
 }
 
+int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
+                      void (*help)(FILE *), const char **value) {
+    for (;;) {
+        if (w->next < w->argc && w->argv[w->next][0] != '-') {
+            if (a->path != NULL)
+                return pb_cli_usage_error(w->cmd, "more than one TRACE given");
+            a->path = w->argv[w->next++];
+            continue;
+        }
+        const int rc = pb_cli_walk_next(w);
+        if (rc == 0) {
+            if (a->path == NULL)
+                return pb_cli_usage_error(w->cmd,
+                                          "a TRACE file is required (see "
+                                          "pyramidkv %s --help)", w->cmd);
+            return 0;
+        }
+        if (rc != 1) return PB_CLI_USAGE;
+        const char *f = w->flag;
+        if (strcmp(f, "--help") == 0) {
+            help(stdout);
+            return 1;
+        }
+        if (strcmp(f, "--json") == 0 || strcmp(f, "--per-layer") == 0) {
+            if (pb_cli_walk_no_value(w) != 0) return PB_CLI_USAGE;
+            if (f[2] == 'j') a->json = 1;
+            else a->per_layer = 1;
+            continue;
+        }
+        if (pb_cli_walk_value(w, value) != 0) return PB_CLI_USAGE;
+        return PB_CLI_WALK_FLAG;
+    }
+}
+
 int pb_cli_scan_trace(const char *path, pb_cli_scan *out, char *err,
                       size_t err_len) {
     memset(out, 0, sizeof *out);

@@ -10,12 +10,34 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "cli_options.h"
 #include "pyramidkv/pyramidkv.h"
 #include "trace_io.h"
 
 /* Prints "pyramidkv <cmd>: <path>: <message>" on stderr; returns 2. */
 int pb_cli_trace_error(const char *cmd, const char *path, const char *msg);
+
+/* The arguments every command that reads one trace shares. */
+typedef struct pb_cli_trace_args {
+    const char *path; /* the one TRACE (a bare argument) */
+    int json;         /* --json */
+    int per_layer;    /* --per-layer */
+} pb_cli_trace_args;
+
+/* pb_cli_trace_walk's result for a flag the caller handles. */
+#define PB_CLI_WALK_FLAG 3
+
+/* Advances `w` over the arguments `a` holds (the TRACE, --json,
+ * --per-layer) and --help, which it prints with `help` on stdout. Returns
+ * 0 at the end of the arguments (a missing TRACE is a usage error there),
+ * 1 after --help, PB_CLI_USAGE after a message, or PB_CLI_WALK_FLAG with
+ * w->flag and *value set for any other flag: every other flag of these
+ * commands takes a value, and the caller refuses the ones it does not
+ * know. */
+int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
+                      void (*help)(FILE *), const char **value);
 
 /* What a first pass over a trace finds. */
 typedef struct pb_cli_scan {

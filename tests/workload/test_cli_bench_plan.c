@@ -20,96 +20,47 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "cli_run.h"
+
 #include "pyramidkv/pyramidkv.h"
-
-#ifndef PB_CLI_PATH
-#error "PB_CLI_PATH must name the pyramidkv program"
-#endif
-
-/* Runs `pyramidkv <args>` and returns its exit status; its stdout (or
- * stderr if `want_stderr`) goes to a malloc'd, NUL-terminated *out. */
-static int run_cli(const char *args, int want_stderr, char **out) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", PB_CLI_PATH, args,
-             want_stderr ? "2>&1 >/dev/null" : "2>/dev/null");
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        if (n + 4096 > cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        const size_t got = fread(buf + n, 1, 4096, f);
-        if (got == 0) break;
-        n += got;
-    }
-    buf[n] = '\0';
-    const int st = pclose(f);
-    *out = buf;
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
-static void expect_usage_error(const char *args, const char *names) {
-    char *err = NULL, *out = NULL;
-    const int rc = run_cli(args, 1, &err);
-    if (rc != 2 || strstr(err, names) == NULL)
-        print_error("pyramidkv %s: exit %d, stderr '%s' (want 2 naming %s)\n",
-                    args, rc, err, names);
-    assert_int_equal(rc, 2);
-    assert_non_null(strstr(err, names));
-    /* Exactly one line. */
-    const char *nl = strchr(err, '\n');
-    assert_non_null(nl);
-    assert_int_equal(nl[1], '\0');
-    free(err);
-    /* Nothing on stdout. */
-    assert_int_equal(run_cli(args, 0, &out), 2);
-    assert_string_equal(out, "");
-    free(out);
-}
 
 static void test_usage_errors(void **state) {
     (void)state;
-    expect_usage_error("bench --bogus", "--bogus");
-    expect_usage_error("bench --budget abc", "--budget");
-    expect_usage_error("bench --budget", "--budget");
-    expect_usage_error("bench --budget 16", "--budget");
-    expect_usage_error("bench --budget 512,,1024", "--budget");
-    expect_usage_error("bench --budget 5000", "--budget");
-    expect_usage_error("bench --ratio 0", "--ratio");
-    expect_usage_error("bench --ratio 1,x", "--ratio");
-    expect_usage_error("bench --layers 0", "--layers");
-    expect_usage_error("bench --layers=-3", "--layers");
-    expect_usage_error("bench --trace nope", "--trace");
-    expect_usage_error("bench --trace funnel,funnel", "--trace");
-    expect_usage_error("bench --trace decode-4096 --layers 4", "--layers");
-    expect_usage_error("bench --kernel 4", "--kernel");
-    expect_usage_error("bench --obs x", "--obs");
-    expect_usage_error("bench --recent -1", "--recent");
-    expect_usage_error("bench --recent 600", "--budget");
-    expect_usage_error("bench --json=yes", "--json");
-    expect_usage_error("bench stray", "stray");
-    expect_usage_error("bench --layers 4096 --budget 4096 --ratio 1,4096",
-                       "--layers");
-    expect_usage_error("plan", "--budget");
-    expect_usage_error("plan --budget 512 --layers 32", "--ratio");
-    expect_usage_error("plan --budget 512 --ratio 4", "--layers");
-    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --block-size 0",
-                       "--block-size");
-    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads x",
-                       "--kv-heads");
-    expect_usage_error("plan --budget 0 --layers 32 --ratio 4", "--budget");
-    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --frob 1",
-                       "--frob");
-    expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads "
+    cli_expect_usage_error("bench --bogus", "--bogus");
+    cli_expect_usage_error("bench --budget abc", "--budget");
+    cli_expect_usage_error("bench --budget", "--budget");
+    cli_expect_usage_error("bench --budget 16", "--budget");
+    cli_expect_usage_error("bench --budget 512,,1024", "--budget");
+    cli_expect_usage_error("bench --budget 5000", "--budget");
+    cli_expect_usage_error("bench --ratio 0", "--ratio");
+    cli_expect_usage_error("bench --ratio 1,x", "--ratio");
+    cli_expect_usage_error("bench --layers 0", "--layers");
+    cli_expect_usage_error("bench --layers=-3", "--layers");
+    cli_expect_usage_error("bench --trace nope", "--trace");
+    cli_expect_usage_error("bench --trace funnel,funnel", "--trace");
+    cli_expect_usage_error("bench --trace decode-4096 --layers 4", "--layers");
+    cli_expect_usage_error("bench --kernel 4", "--kernel");
+    cli_expect_usage_error("bench --obs x", "--obs");
+    cli_expect_usage_error("bench --recent -1", "--recent");
+    cli_expect_usage_error("bench --recent 600", "--budget");
+    cli_expect_usage_error("bench --json=yes", "--json");
+    cli_expect_usage_error("bench stray", "stray");
+    cli_expect_usage_error("bench --layers 4096 --budget 4096 --ratio 1,4096",
+                           "--layers");
+    cli_expect_usage_error("plan", "--budget");
+    cli_expect_usage_error("plan --budget 512 --layers 32", "--ratio");
+    cli_expect_usage_error("plan --budget 512 --ratio 4", "--layers");
+    cli_expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --block-size 0",
+                           "--block-size");
+    cli_expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads x",
+                           "--kv-heads");
+    cli_expect_usage_error("plan --budget 0 --layers 32 --ratio 4", "--budget");
+    cli_expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --frob 1",
+                           "--frob");
+    cli_expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads "
                        "4294967295 --head-dim 4294967295 --dtype-bytes 4",
                        "--kv-heads");
-    expect_usage_error("plan --budget 4294967295 --layers 65536 --ratio 1 "
+    cli_expect_usage_error("plan --budget 4294967295 --layers 65536 --ratio 1 "
                        "--kv-heads 65536 --head-dim 65536",
                        "--budget");
 }
@@ -117,34 +68,16 @@ static void test_usage_errors(void **state) {
 static void test_help(void **state) {
     (void)state;
     char *out = NULL;
-    assert_int_equal(run_cli("bench --help", 0, &out), 0);
+    assert_int_equal(cli_run("bench --help", 0, &out), 0);
     assert_non_null(strstr(out, "usage: pyramidkv bench"));
     free(out);
-    assert_int_equal(run_cli("plan --help", 0, &out), 0);
+    assert_int_equal(cli_run("plan --help", 0, &out), 0);
     assert_non_null(strstr(out, "usage: pyramidkv plan"));
     free(out);
-    assert_int_equal(run_cli("--help", 0, &out), 0);
+    assert_int_equal(cli_run("--help", 0, &out), 0);
     assert_non_null(strstr(out, "bench"));
     assert_non_null(strstr(out, "plan"));
     free(out);
-}
-
-static cJSON *run_json(const char *args) {
-    char *out = NULL;
-    const int rc = run_cli(args, 0, &out);
-    if (rc != 0) print_error("pyramidkv %s: exit %d\n", args, rc);
-    assert_int_equal(rc, 0);
-    cJSON *doc = cJSON_Parse(out);
-    free(out);
-    assert_non_null(doc);
-    return doc;
-}
-
-static double num(const cJSON *obj, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsNumber(v)) print_error("missing number '%s'\n", key);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
 }
 
 /* The object has exactly these keys, in this order. */
@@ -169,24 +102,24 @@ static void test_bench_nine_figures(void **state) {
     const double want[3][4] = {{256, 0.783378, 0.890183, 3840},
                                {512, 0.82119, 0.901949, 3584},
                                {1024, 0.888049, 0.941169, 3072}};
-    cJSON *doc = run_json("bench --trace decode-4096 --layers 1 "
+    cJSON *doc = cli_json("bench --trace decode-4096 --layers 1 "
                           "--budget 256,512,1024 --json");
     exact_keys(doc, top_keys, 4);
     assert_string_equal(
         cJSON_GetObjectItemCaseSensitive(doc, "trace")->valuestring,
         "decode-4096");
-    assert_true(num(doc, "layers") == 1.0);
+    assert_true(cli_num(doc, "layers") == 1.0);
     const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
     assert_int_equal(cJSON_GetArraySize(results), 3);
     for (int i = 0; i < 3; ++i) {
         const cJSON *r = cJSON_GetArrayItem(results, i);
         exact_keys(r, result_keys, 7);
-        assert_true(num(r, "budget") == want[i][0]);
-        assert_true(num(r, "ratio") == 1.0);
-        assert_true(num(r, "retainedAttentionMass") == want[i][1]);
-        assert_true(num(r, "heavyHitterRecall") == want[i][2]);
-        assert_true(num(r, "evictionCalls") == want[i][3]);
-        assert_true(num(r, "peakHeld") == want[i][0] + 1.0);
+        assert_true(cli_num(r, "budget") == want[i][0]);
+        assert_true(cli_num(r, "ratio") == 1.0);
+        assert_true(cli_num(r, "retainedAttentionMass") == want[i][1]);
+        assert_true(cli_num(r, "heavyHitterRecall") == want[i][2]);
+        assert_true(cli_num(r, "evictionCalls") == want[i][3]);
+        assert_true(cli_num(r, "peakHeld") == want[i][0] + 1.0);
         const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
         assert_int_equal(cJSON_GetArraySize(pl), 1);
     }
@@ -200,9 +133,9 @@ static void test_bench_flat_layer0(void **state) {
     const double want[3][4] = {{256, 0.783378, 0.890183, 3840},
                                {512, 0.82119, 0.901949, 3584},
                                {1024, 0.888049, 0.941169, 3072}};
-    cJSON *doc = run_json("bench --trace flat --layers 32 --ratio 1 "
+    cJSON *doc = cli_json("bench --trace flat --layers 32 --ratio 1 "
                           "--budget 256,512,1024 --json");
-    assert_true(num(doc, "layers") == 32.0);
+    assert_true(cli_num(doc, "layers") == 32.0);
     const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
     assert_int_equal(cJSON_GetArraySize(results), 3);
     for (int i = 0; i < 3; ++i) {
@@ -210,11 +143,11 @@ static void test_bench_flat_layer0(void **state) {
         const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
         assert_int_equal(cJSON_GetArraySize(pl), 32);
         const cJSON *l0 = cJSON_GetArrayItem(pl, 0);
-        assert_true(num(l0, "layer") == 0.0);
-        assert_true(num(l0, "share") == want[i][0]);
-        assert_true(num(l0, "retainedAttentionMass") == want[i][1]);
-        assert_true(num(l0, "heavyHitterRecall") == want[i][2]);
-        assert_true(num(l0, "evictionCalls") == want[i][3]);
+        assert_true(cli_num(l0, "layer") == 0.0);
+        assert_true(cli_num(l0, "share") == want[i][0]);
+        assert_true(cli_num(l0, "retainedAttentionMass") == want[i][1]);
+        assert_true(cli_num(l0, "heavyHitterRecall") == want[i][2]);
+        assert_true(cli_num(l0, "evictionCalls") == want[i][3]);
     }
     cJSON_Delete(doc);
 }
@@ -223,7 +156,7 @@ static void test_bench_flat_layer0(void **state) {
 static void test_bench_table(void **state) {
     (void)state;
     char *out = NULL;
-    assert_int_equal(run_cli("bench --layers 4 --budget 64 --ratio 1,4 "
+    assert_int_equal(cli_run("bench --layers 4 --budget 64 --ratio 1,4 "
                              "--per-layer", 0, &out), 0);
     assert_non_null(strstr(out, "funnel"));
     assert_non_null(strstr(out, "flat"));
@@ -232,7 +165,7 @@ static void test_bench_table(void **state) {
     assert_non_null(strstr(out, "per layer"));
     free(out);
     /* Several traces with --json: an array of documents. */
-    cJSON *doc = run_json("bench --trace funnel,inverted --layers 2 "
+    cJSON *doc = cli_json("bench --trace funnel,inverted --layers 2 "
                           "--budget 64 --ratio 1,2 --json");
     assert_true(cJSON_IsArray(doc));
     assert_int_equal(cJSON_GetArraySize(doc), 2);
@@ -254,9 +187,9 @@ static void check_plan(const plan_case *c) {
              "--head-dim %u --dtype-bytes %u --block-size %u --json",
              c->budget, c->layers, c->ratio, c->heads, c->dim, c->dtype,
              c->block);
-    cJSON *doc = run_json(args);
+    cJSON *doc = cli_json(args);
     const double per_pos = 2.0 * c->heads * (double)c->dim * c->dtype;
-    assert_true(num(doc, "bytesPerPosition") == per_pos);
+    assert_true(cli_num(doc, "bytesPerPosition") == per_pos);
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(doc, "perLayer");
     assert_int_equal(cJSON_GetArraySize(pl), (int)c->layers);
     double total_share = 0, total_bytes = 0, total_blocks = 0;
@@ -265,33 +198,33 @@ static void check_plan(const plan_case *c) {
         const uint32_t share =
             pb_kvcache_pyramid_budget(c->budget, k, c->layers, c->ratio);
         const uint64_t blocks = share / c->block + (share % c->block != 0u);
-        assert_true(num(l, "layer") == (double)k);
-        assert_true(num(l, "share") == (double)share);
-        assert_true(num(l, "bytes") == per_pos * (double)share);
-        assert_true(num(l, "blocks") == (double)blocks);
+        assert_true(cli_num(l, "layer") == (double)k);
+        assert_true(cli_num(l, "share") == (double)share);
+        assert_true(cli_num(l, "bytes") == per_pos * (double)share);
+        assert_true(cli_num(l, "blocks") == (double)blocks);
         total_share += share;
         total_bytes += per_pos * (double)share;
         total_blocks += (double)blocks;
     }
-    assert_true(num(doc, "total") == total_share);
+    assert_true(cli_num(doc, "total") == total_share);
     const cJSON *shares = cJSON_GetObjectItemCaseSensitive(doc, "shares");
     assert_int_equal(cJSON_GetArraySize(shares), (int)c->layers);
     assert_string_equal(
         cJSON_GetObjectItemCaseSensitive(doc, "schedule")->valuestring,
         "arithmetic");
     const cJSON *total = cJSON_GetObjectItemCaseSensitive(doc, "totals");
-    assert_true(num(total, "positions") == total_share);
-    assert_true(num(total, "positions") ==
+    assert_true(cli_num(total, "positions") == total_share);
+    assert_true(cli_num(total, "positions") ==
                 (double)pb_kvcache_pyramid_total(c->budget, c->layers,
                                                  c->ratio));
-    assert_true(num(total, "bytes") == total_bytes);
-    assert_true(num(total, "blocks") == total_blocks);
+    assert_true(cli_num(total, "bytes") == total_bytes);
+    assert_true(cli_num(total, "blocks") == total_blocks);
     const cJSON *uni = cJSON_GetObjectItemCaseSensitive(doc, "uniform");
     const double ublocks =
         (double)(c->budget / c->block + (c->budget % c->block != 0u));
-    assert_true(num(uni, "positions") == (double)c->budget * c->layers);
-    assert_true(num(uni, "bytes") == per_pos * c->budget * c->layers);
-    assert_true(num(uni, "blocks") == ublocks * c->layers);
+    assert_true(cli_num(uni, "positions") == (double)c->budget * c->layers);
+    assert_true(cli_num(uni, "bytes") == per_pos * c->budget * c->layers);
+    assert_true(cli_num(uni, "blocks") == ublocks * c->layers);
     cJSON_Delete(doc);
 }
 
@@ -310,7 +243,7 @@ static void test_plan_arithmetic(void **state) {
 
     /* The text form has a row per layer and the totals. */
     char *out = NULL;
-    assert_int_equal(run_cli("plan --budget 512 --layers 32 --ratio 4", 0,
+    assert_int_equal(cli_run("plan --budget 512 --layers 32 --ratio 4", 0,
                              &out), 0);
     assert_non_null(strstr(out, "\ntotal "));
     assert_non_null(strstr(out, "\nuniform "));
@@ -343,7 +276,7 @@ static void test_plan_schedules(void **state) {
         char args[256];
         snprintf(args, sizeof args, "plan --budget %u --layers %u %s --json",
                  cases[i].budget, cases[i].layers, cases[i].flags);
-        cJSON *doc = run_json(args);
+        cJSON *doc = cli_json(args);
         pb_schedule s = PB_SCHEDULE_DEFAULT;
         s.kind = cases[i].kind;
         s.num_layers = cases[i].layers;
@@ -370,37 +303,37 @@ static void test_plan_schedules(void **state) {
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pl, "floorBinds")),
                 want[l] < 33u);
         }
-        assert_true(num(doc, "total") == (double)total);
+        assert_true(cli_num(doc, "total") == (double)total);
         cJSON_Delete(doc);
     }
     /* The paper-code overshoot shows in the text form. */
     char *out = NULL;
-    assert_int_equal(run_cli("plan --budget 64 --layers 32 --schedule "
+    assert_int_equal(cli_run("plan --budget 64 --layers 32 --schedule "
                              "kvfactory --window 8 --beta 20", 0, &out), 0);
     assert_non_null(strstr(out, "\ntotal            2288"));
     assert_non_null(strstr(out, "+240"));
     free(out);
-    expect_usage_error("plan --budget 64 --layers 4 --schedule nope",
-                       "--schedule");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule taper,curve",
-                       "--schedule");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule nope",
+                           "--schedule");
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule taper,curve",
+                           "--schedule");
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
                        "--gamma 0.5", "--gamma");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
                        "--window 64", "--window");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule kvfactory "
                        "--beta 2.5", "--beta");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule curve "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule curve "
                        "--gamma 0", "--gamma");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule curve "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule curve "
                        "--gamma 0.0005", "--gamma");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule profile "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule profile "
                        "--weights 1,2,3", "--weights");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule profile",
-                       "--weights");
-    expect_usage_error("plan --budget 64 --layers 2 --schedule profile "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule profile",
+                           "--weights");
+    cli_expect_usage_error("plan --budget 64 --layers 2 --schedule profile "
                        "--weights 0,0", "refuses");
-    expect_usage_error("plan --budget 64 --layers 4 --schedule taper "
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule taper "
                        "--beta 0.5", "--beta");
 }
 
@@ -409,7 +342,7 @@ static void test_plan_schedules(void **state) {
  * flag. */
 static void test_bench_schedules(void **state) {
     (void)state;
-    cJSON *doc = run_json("bench --schedule uniform,kvfactory,taper "
+    cJSON *doc = cli_json("bench --schedule uniform,kvfactory,taper "
                           "--budget 64 --trace flat --layers 6 --window 8 "
                           "--beta 3 --json");
     const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
@@ -430,12 +363,12 @@ static void test_bench_schedules(void **state) {
         uint64_t total = 0;
         assert_int_equal(pb_kvcache_schedule_shares(&s, want, 6, &total),
                          PB_OK);
-        assert_true(num(r, "shareTotal") == (double)total);
+        assert_true(cli_num(r, "shareTotal") == (double)total);
         const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
         for (int l = 0; l < 6; ++l) {
             const cJSON *lj = cJSON_GetArrayItem(pl, l);
-            assert_true(num(lj, "share") == (double)want[l]);
-            assert_true(num(lj, "effectiveShare") ==
+            assert_true(cli_num(lj, "share") == (double)want[l]);
+            assert_true(cli_num(lj, "effectiveShare") ==
                         (double)(want[l] > 32u ? want[l] : 33u));
         }
         /* beta 3: min 56 / 3 = 18, max 94, steps 76 / 5 = 15 (floored);
@@ -444,20 +377,20 @@ static void test_bench_schedules(void **state) {
     }
     cJSON_Delete(doc);
     char *out = NULL;
-    assert_int_equal(run_cli("bench --schedule uniform,kvfactory --budget 64 "
+    assert_int_equal(cli_run("bench --schedule uniform,kvfactory --budget 64 "
                              "--trace flat --layers 6",
                              0, &out),
                      0);
     assert_non_null(strstr(out, "vs LxB"));
     assert_non_null(strstr(out, "kvfactory spends +"));
     free(out);
-    expect_usage_error("bench --schedule nope", "--schedule");
-    expect_usage_error("bench --schedule kvfactory --gamma 1", "--gamma");
-    expect_usage_error("bench --schedule curve --ratio 2,4", "--ratio");
-    expect_usage_error("bench --schedule uniform --ratio 2", "--ratio");
-    expect_usage_error("bench --window 8", "--window");
-    expect_usage_error("bench --schedule profile --layers 4 --weights 1,2",
-                       "--weights");
+    cli_expect_usage_error("bench --schedule nope", "--schedule");
+    cli_expect_usage_error("bench --schedule kvfactory --gamma 1", "--gamma");
+    cli_expect_usage_error("bench --schedule curve --ratio 2,4", "--ratio");
+    cli_expect_usage_error("bench --schedule uniform --ratio 2", "--ratio");
+    cli_expect_usage_error("bench --window 8", "--window");
+    cli_expect_usage_error("bench --schedule profile --layers 4 --weights 1,2",
+                           "--weights");
 }
 
 /* `test_cli_bench_plan flat32` runs only the 32-layer flat acceptance run

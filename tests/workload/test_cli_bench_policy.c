@@ -21,54 +21,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#ifndef PB_CLI_PATH
-#error "PB_CLI_PATH must name the pyramidkv program"
-#endif
-
-/* Runs `pyramidkv <args>`; its stdout (or stderr if `want_stderr`) goes to
- * a malloc'd, NUL-terminated *out. Returns the exit status. */
-static int run_cli(const char *args, int want_stderr, char **out) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s", PB_CLI_PATH, args,
-             want_stderr ? "2>&1 >/dev/null" : "2>/dev/null");
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        if (n + 4096 > cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        const size_t got = fread(buf + n, 1, 4096, f);
-        if (got == 0) break;
-        n += got;
-    }
-    buf[n] = '\0';
-    const int st = pclose(f);
-    *out = buf;
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
-static cJSON *run_json(const char *args) {
-    char *out = NULL;
-    const int rc = run_cli(args, 0, &out);
-    if (rc != 0) print_error("pyramidkv %s: exit %d\n", args, rc);
-    assert_int_equal(rc, 0);
-    cJSON *doc = cJSON_Parse(out);
-    free(out);
-    assert_non_null(doc);
-    return doc;
-}
-
-static double num(const cJSON *obj, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
-}
+#include "cli_run.h"
 
 typedef struct figure {
     double mass, recall;
@@ -104,29 +57,29 @@ static void check_figures(const char *choice, const char *name,
     snprintf(args, sizeof args,
              "bench --trace decode-4096 --layers 1 %s --budget 256,512,1024 "
              "--json", choice);
-    cJSON *doc = run_json(args);
+    cJSON *doc = cli_json(args);
     const cJSON *jp = cJSON_GetObjectItemCaseSensitive(doc, "policy");
     assert_true(cJSON_IsString(jp));
     assert_string_equal(jp->valuestring, name);
-    assert_true(num(doc, "layers") == 1.0);
+    assert_true(cli_num(doc, "layers") == 1.0);
     const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
     assert_int_equal(cJSON_GetArraySize(results), 3);
     for (int i = 0; i < 3; ++i) {
         const cJSON *r = cJSON_GetArrayItem(results, i);
-        const double mass = num(r, "retainedAttentionMass");
-        const double recall = num(r, "heavyHitterRecall");
-        const double ev = num(r, "evictionCalls");
+        const double mass = cli_num(r, "retainedAttentionMass");
+        const double recall = cli_num(r, "heavyHitterRecall");
+        const double ev = cli_num(r, "evictionCalls");
         if (mass != m->at[i].mass || recall != m->at[i].recall ||
             ev != evictions[i])
             print_error("pyramidkv %s: budget %.0f: %.6f, %.6f, %.0f; "
                         "published %.6f, %.6f, %.0f\n", args, budgets[i],
                         mass, recall, ev, m->at[i].mass, m->at[i].recall,
                         evictions[i]);
-        assert_true(num(r, "budget") == budgets[i]);
+        assert_true(cli_num(r, "budget") == budgets[i]);
         assert_true(mass == m->at[i].mass);
         assert_true(recall == m->at[i].recall);
         assert_true(ev == evictions[i]);
-        assert_true(num(r, "peakHeld") == budgets[i] + 1.0);
+        assert_true(cli_num(r, "peakHeld") == budgets[i] + 1.0);
     }
     cJSON_Delete(doc);
 }
@@ -168,12 +121,12 @@ static void test_layered_every_policy(void **state) {
         snprintf(args, sizeof args,
                  "bench --trace funnel --layers 4 --budget 96 --ratio 1,4 %s "
                  "--json", choices[k]);
-        cJSON *doc = run_json(args);
+        cJSON *doc = cli_json(args);
         const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
         assert_int_equal(cJSON_GetArraySize(results), 2);
         const cJSON *uni = cJSON_GetArrayItem(results, 0);
         const cJSON *pyr = cJSON_GetArrayItem(results, 1);
-        assert_true(num(uni, "ratio") == 1.0 && num(pyr, "ratio") == 4.0);
+        assert_true(cli_num(uni, "ratio") == 1.0 && cli_num(pyr, "ratio") == 4.0);
         double shares[2] = {0, 0};
         for (int c = 0; c < 2; ++c) {
             const cJSON *per =
@@ -181,23 +134,23 @@ static void test_layered_every_policy(void **state) {
             assert_int_equal(cJSON_GetArraySize(per), 4);
             const cJSON *l;
             cJSON_ArrayForEach(l, per) {
-                shares[c] += num(l, "share");
+                shares[c] += cli_num(l, "share");
                 /* From the step its held count first passes its effective
                  * share E (t = E), a layer evicts once per step, back to
                  * E: 4095 - E + 1 calls. */
-                assert_true(num(l, "evictionCalls") ==
-                            4096.0 - num(l, "effectiveShare"));
-                assert_true(num(l, "peakHeld") ==
-                            num(l, "effectiveShare") + 1.0);
+                assert_true(cli_num(l, "evictionCalls") ==
+                            4096.0 - cli_num(l, "effectiveShare"));
+                assert_true(cli_num(l, "peakHeld") ==
+                            cli_num(l, "effectiveShare") + 1.0);
             }
         }
         assert_true(shares[0] == 4.0 * 96.0);
         assert_true(shares[1] <= 4.0 * 96.0);
-        assert_true(num(uni, "evictionCalls") == 4.0 * 4000.0);
-        assert_true(num(uni, "retainedAttentionMass") !=
-                        num(pyr, "retainedAttentionMass") ||
-                    num(uni, "heavyHitterRecall") !=
-                        num(pyr, "heavyHitterRecall"));
+        assert_true(cli_num(uni, "evictionCalls") == 4.0 * 4000.0);
+        assert_true(cli_num(uni, "retainedAttentionMass") !=
+                        cli_num(pyr, "retainedAttentionMass") ||
+                    cli_num(uni, "heavyHitterRecall") !=
+                        cli_num(pyr, "heavyHitterRecall"));
         cJSON_Delete(doc);
     }
 }
@@ -209,7 +162,7 @@ static void test_layered_every_policy(void **state) {
  * peaks one above it. */
 static void test_sinks_beyond_the_share(void **state) {
     (void)state;
-    cJSON *doc = run_json("bench --scorer window --sinks 2 --layers 6 "
+    cJSON *doc = cli_json("bench --scorer window --sinks 2 --layers 6 "
                           "--trace flat --budget 40 --ratio 8 --json");
     const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
     assert_int_equal(cJSON_GetArraySize(results), 1);
@@ -219,51 +172,37 @@ static void test_sinks_beyond_the_share(void **state) {
     int beyond = 0;
     const cJSON *l;
     cJSON_ArrayForEach(l, per) {
-        const double e = num(l, "effectiveShare");
+        const double e = cli_num(l, "effectiveShare");
         if (e < 34.0) {
             beyond += 1;
-            assert_true(num(l, "peakHeld") == 35.0);
+            assert_true(cli_num(l, "peakHeld") == 35.0);
         } else {
-            assert_true(num(l, "peakHeld") == e + 1.0);
+            assert_true(cli_num(l, "peakHeld") == e + 1.0);
         }
     }
     assert_true(beyond > 0);
     cJSON_Delete(doc);
 }
 
-static void expect_usage_error(const char *args, const char *names) {
-    char *err = NULL;
-    const int rc = run_cli(args, 1, &err);
-    if (rc != 2 || strstr(err, names) == NULL)
-        print_error("pyramidkv %s: exit %d, stderr '%s' (want 2 naming %s)\n",
-                    args, rc, err, names);
-    assert_int_equal(rc, 2);
-    assert_non_null(strstr(err, names));
-    const char *nl = strchr(err, '\n');
-    assert_non_null(nl);
-    assert_int_equal(nl[1], '\0');
-    free(err);
-}
-
 static void test_usage_errors(void **state) {
     (void)state;
-    expect_usage_error("bench --policy nope", "--policy");
-    expect_usage_error("bench --scorer nope", "--scorer");
-    expect_usage_error("bench --policy h2o --sinks 4", "--sinks");
-    expect_usage_error("bench --policy pyramidkv --sinks 4", "--sinks");
-    expect_usage_error("bench --sinks x --scorer none", "--sinks");
-    expect_usage_error("bench --policy tova --recent 8", "--recent");
-    expect_usage_error("bench --policy h2o --obs 8", "--obs");
-    expect_usage_error("bench --policy scissorhands --kernel 3", "--kernel");
-    expect_usage_error("bench --policy streaming-llm --sinks 8 --budget 8",
-                       "--budget");
-    expect_usage_error("bench --policy h2o --budget 32", "--budget");
+    cli_expect_usage_error("bench --policy nope", "--policy");
+    cli_expect_usage_error("bench --scorer nope", "--scorer");
+    cli_expect_usage_error("bench --policy h2o --sinks 4", "--sinks");
+    cli_expect_usage_error("bench --policy pyramidkv --sinks 4", "--sinks");
+    cli_expect_usage_error("bench --sinks x --scorer none", "--sinks");
+    cli_expect_usage_error("bench --policy tova --recent 8", "--recent");
+    cli_expect_usage_error("bench --policy h2o --obs 8", "--obs");
+    cli_expect_usage_error("bench --policy scissorhands --kernel 3", "--kernel");
+    cli_expect_usage_error("bench --policy streaming-llm --sinks 8 --budget 8",
+                           "--budget");
+    cli_expect_usage_error("bench --policy h2o --budget 32", "--budget");
 }
 
 static void test_help_names_the_flags(void **state) {
     (void)state;
     char *out = NULL;
-    assert_int_equal(run_cli("bench --help", 0, &out), 0);
+    assert_int_equal(cli_run("bench --help", 0, &out), 0);
     assert_non_null(strstr(out, "--policy P"));
     assert_non_null(strstr(out, "--scorer S"));
     assert_non_null(strstr(out, "--sinks N"));
