@@ -16,6 +16,10 @@
  *
  * The trace is the policybook decode-4096 trace from bench/workload
  * (trace_decode.h); its FNV-1a hash is checked when all 4,095 steps run.
+ *
+ * With --scorer, the program runs native instances of the scorers named
+ * instead, at each --cadence, against the memcpy floor of their rows
+ * (bench_decode_scorer.c).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -25,6 +29,7 @@
 
 #include "bench_common.h"
 #include "bench_decode_family.h"
+#include "bench_decode_scorer.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 #include "trace_decode.h"
@@ -291,14 +296,26 @@ done:
 int main(int argc, char **argv) {
     bench_options opt;
     int rc = bench_parse_common(&argc, argv, 11,
-                                " [--steps N] [--budget B]...",
+                                " [--steps N] [--budget B]... "
+                                "[--scorer NAME[:SINKS]]... [--cadence C]...\n"
+                                "  --scorer: time native instances of this "
+                                "scorer (window, cumulative, last, votes,\n"
+                                "            none; SINKS attention sinks, "
+                                "default 0; 'all': cumulative, last,\n"
+                                "            votes, none, cumulative:4, "
+                                "none:4) against the memcpy floor\n"
+                                "            of their rows, instead of the "
+                                "default tables (budget 512 and\n"
+                                "            cadences 1 and 64 unless "
+                                "given)",
                                 &opt);
     if (rc) {
         return rc == 1 ? 0 : 2;
     }
     uint32_t steps = PB_WL_POSITIONS - 1u;
-    uint32_t budgets[16];
-    size_t n_budgets = 0;
+    uint32_t budgets[16], cadences[16];
+    size_t n_budgets = 0, n_cadences = 0, n_specs = 0;
+    bench_scorer_spec specs[16];
     for (int i = 1; i < argc; ++i) {
         uint32_t v = 0;
         const int has = i + 1 < argc;
@@ -309,12 +326,38 @@ int main(int argc, char **argv) {
                    !bench_parse_u32(argv[i + 1], 33, 1u << 20, &v) &&
                    n_budgets < 16) {
             budgets[n_budgets++] = v;
+        } else if (strcmp(argv[i], "--cadence") == 0 && has &&
+                   !bench_parse_u32(argv[i + 1], 1, 1u << 16, &v) &&
+                   n_cadences < 16) {
+            cadences[n_cadences++] = v;
+        } else if (strcmp(argv[i], "--scorer") == 0 && has &&
+                   (v = (uint32_t)bench_scorer_parse(
+                        argv[i + 1], specs + n_specs,
+                        sizeof specs / sizeof specs[0] - n_specs)) != 0u) {
+            n_specs += v;
         } else {
             fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME,
                     argv[i]);
             return 2;
         }
         ++i;
+    }
+    if (n_specs > 0u) {
+        if (n_budgets == 0u) budgets[n_budgets++] = opt.quick ? 64u : 512u;
+        if (n_cadences == 0u) {
+            cadences[n_cadences++] = 1u;
+            cadences[n_cadences++] = opt.quick ? 8u : 64u;
+        }
+        bench_print_header(stdout, NAME, &opt);
+        printf("trace:    decode-4096 (bench/workload), %u steps, each row "
+               "gathered at the held positions\n",
+               (unsigned)steps);
+        return bench_decode_scorers(steps, specs, n_specs, budgets,
+                                    n_budgets, cadences, n_cadences, &opt);
+    }
+    if (n_cadences > 0u) {
+        fprintf(stderr, "%s: --cadence needs --scorer (see --help)\n", NAME);
+        return 2;
     }
     if (n_budgets == 0) {
         const uint32_t full[3] = {256, 512, 1024}, quick[2] = {64, 256};

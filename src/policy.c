@@ -292,15 +292,7 @@ static size_t sinks_held(const pb_kvcache *p) {
     const uint32_t sinks = p->cfg.sinks;
     if (sinks == 0u) return 0u;
     assert(p->n_holes == 0u);
-    size_t lo = 0, hi = p->kept; /* first rank whose position >= sinks */
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->pos[mid] < sinks)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    return lo;
+    return pb__count_below(p->pos, p->kept, sinks);
 }
 
 /* The longest evict cadence (observed steps between evicts that choose

@@ -74,6 +74,25 @@ void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
 pb_status pb__config_resolve(const pb_kvcache_config *config,
                              pb__config *out);
 
+/* How many of the ascending pos[0 .. n-1] are below `bound` (the sinks
+ * held: few, and the oldest). A short walk, then a binary search without
+ * branches on the data: every evict and step of an instance with sinks
+ * asks, and a branchy search mispredicts on nearly every level. */
+static inline size_t pb__count_below(const uint32_t *pos, size_t n,
+                                     uint32_t bound) {
+    size_t i = 0;
+    for (; i < n && i < 8u; ++i)
+        if (pos[i] >= bound) return i;
+    if (i == n) return n;
+    size_t lo = i, len = n - i; /* pos[lo - 1] < bound, len >= 1 */
+    while (len > 1u) {
+        const size_t half = len / 2u;
+        lo = pos[lo + half] < bound ? lo + half : lo;
+        len -= half;
+    }
+    return lo + (pos[lo] < bound);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Runs of live columns                                                     */
 
@@ -149,6 +168,26 @@ typedef struct pb__kernels {
     void (*max_of)(const double *x, const double *y, double *out, size_t n);
     /* The least j < n with x[j] < t, or n if there is none. */
     size_t (*first_below)(const double *x, size_t n, double t);
+    /* The least bit pattern among x[0 .. n-1], n >= 1: the pattern of the
+     * least value, for doubles >= +0 (not -0.0), whose patterns order as
+     * their values do. */
+    uint64_t (*least_bits)(const double *x, size_t n);
+    /* The least of x[0 .. n-1], n >= 1. */
+    uint32_t (*least_u32)(const uint32_t *x, size_t n);
+    /* The least j < n with x[j] <= t, or n if there is none. */
+    size_t (*first_at_most_u32)(const uint32_t *x, size_t n, uint32_t t);
+    /* The score updates of the other scorers, each returning the least
+     * new score of x[0 .. n-1] (as least_bits / least_u32) and writing to
+     * *at the first j holding it (for n = 0: the pattern of INT64_MAX, or
+     * UINT32_MAX, and 0):
+     * cumulative: x[i] += (double)w[i]; */
+    uint64_t (*add_least)(double *x, const float *w, size_t n, size_t *at);
+    /* last: x[i] = the bits of w[i] with the sign cleared; */
+    uint32_t (*record_least)(uint32_t *x, const float *w, size_t n,
+                             size_t *at);
+    /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX. */
+    uint32_t (*vote_least)(uint32_t *x, const float *w, size_t n, float bar,
+                           size_t *at);
 } pb__kernels;
 
 /* The fastest variant this CPU runs; the baseline one; and every variant
@@ -242,6 +281,16 @@ struct pb_kvcache {
                              none; the window scorer leaves it NULL */
     size_t unobserved;    /* last scorer: the newest positions no step has
                              observed yet (never victims) */
+    uint64_t least;       /* scorers other than the window and none: the
+                             least score (bit pattern) among ranks
+                             least_first .. least_end-1 and the first rank
+                             holding it, least_at, found by the last
+                             observe while it updated the scores; valid
+                             while least_ok */
+    size_t least_first, least_end, least_at;
+    int least_ok;
+    int least_wanted;     /* the last evict chose one victim, so the
+                             observes look for the least score */
     void *prefill_scratch;       /* reserved for the prefill door */
     size_t prefill_scratch_bytes;
 

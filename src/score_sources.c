@@ -17,7 +17,11 @@
  *   - none (recency): nothing; the oldest evictable position goes first.
  * Selection is the radix cut of selection.c over the evictable range, and
  * one in-place pass reports the victims and closes the gaps, so nothing is
- * allocated and no scratch array is needed.
+ * allocated and no scratch array is needed. An evict of one victim (after
+ * every step) takes the first rank holding the least score instead; while
+ * evicts go one victim at a time, each observe finds that rank as it
+ * updates the scores (the kernels of simd_kernels.c), and the evict uses
+ * it when its evictable range is the one the observe assumed.
  *
  * It does not validate (the doors in policy.c have, before any write), and
  * it knows nothing of the ring, pooling or holes.
@@ -36,6 +40,8 @@ static uint32_t record_bits(float w) {
 
 void pb__source_reset(pb_kvcache *p) {
     p->fresh = 1;
+    p->least_ok = 0;
+    p->least_wanted = 0;
     p->kept = 1u;
     p->pos[0] = 0u;
     /* Only the last scorer spares what it has not observed, position 0
@@ -49,11 +55,106 @@ void pb__source_reset(pb_kvcache *p) {
     }
 }
 
+/* The largest float not above 1.0 / (double)n, n > 0: for a float w,
+ * (double)w > 1.0 / (double)n exactly when w > bar (no float lies
+ * strictly between bar and 1.0 / n, and the next float above bar is
+ * above 1.0 / n), so the vote needs no conversion to double. */
+static float vote_bar(size_t n) {
+    const double share = 1.0 / (double)n;
+    float bar = (float)share;
+    if ((double)bar > share) { /* rounded up: the float just below */
+        uint32_t b;
+        memcpy(&b, &bar, sizeof b);
+        b -= 1u;
+        memcpy(&bar, &b, sizeof bar);
+    }
+    return bar;
+}
+
+/* The evictable ranks [*first, *end) of the instance after pos is
+ * admitted, as pb_kvcache_evict will compute them (no protection by
+ * budget: that is the caller's). */
+static void range_after(const pb_kvcache *p, uint32_t pos, size_t *first,
+                        size_t *end) {
+    const size_t kept = p->kept + 1u;
+    const size_t window = (size_t)p->cfg.params.recent_window;
+    size_t recent = window < kept ? window : kept;
+    /* After a step with weights only pos is unobserved. */
+    if (p->cfg.scorer == (uint32_t)PB_SCORER_LAST && recent < 1u) recent = 1u;
+    *end = kept - recent;
+    size_t sinks = 0;
+    if (p->cfg.sinks != 0u) {
+        sinks = pb__count_below(p->pos, p->kept, p->cfg.sinks);
+        sinks += sinks == p->kept && pos < p->cfg.sinks;
+    }
+    *first = sinks < *end ? sinks : *end;
+}
+
+/* One step with weights when the next evict is expected to take one
+ * victim: the scores are updated by the kernels that find the least new
+ * score of the ranks that will be evictable on the way, and that least
+ * is kept for the evict (least_ok). */
+static void observe_finding_least(pb_kvcache *p, uint32_t pos,
+                                  const float *attn, size_t n) {
+    size_t first, end;
+    range_after(p, pos, &first, &end);
+    /* Ranks first .. hi-1 exist now; rank n (pos, score 0) is evictable
+     * too when end is n + 1 (no recent window). */
+    const size_t hi = end < n ? end : n;
+    const size_t lo = first < hi ? first : hi;
+    const pb__kernels *k = p->k;
+    uint64_t least;
+    size_t at = 0, skip = 0;
+    switch (p->cfg.scorer) {
+    case PB_SCORER_CUMULATIVE: {
+        double *s = p->source;
+        (void)k->add_least(s, attn, lo, &skip);
+        least = k->add_least(s + lo, attn + lo, hi - lo, &at);
+        (void)k->add_least(s + hi, attn + hi, n - hi, &skip);
+        break;
+    }
+    case PB_SCORER_LAST: {
+        uint32_t *r = p->source;
+        (void)k->record_least(r, attn, lo, &skip);
+        least = k->record_least(r + lo, attn + lo, hi - lo, &at);
+        (void)k->record_least(r + hi, attn + hi, n - hi, &skip);
+        p->unobserved = 0u;
+        break;
+    }
+    default: { /* votes */
+        uint32_t *v = p->source;
+        const float bar = vote_bar(n);
+        (void)k->vote_least(v, attn, lo, bar, &skip);
+        least = k->vote_least(v + lo, attn + lo, hi - lo, bar, &at);
+        (void)k->vote_least(v + hi, attn + hi, n - hi, bar, &skip);
+        break;
+    }
+    }
+    at += lo;
+    if (end > n && (hi == lo || least != 0u)) {
+        /* The admitted position's score, 0, is the least only if no
+         * earlier rank holds 0 too. */
+        least = 0u;
+        at = n;
+    }
+    p->least = least;
+    p->least_at = at;
+    p->least_first = first;
+    p->least_end = end;
+    p->least_ok = first < end;
+}
+
 void pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
                         size_t attn_len) {
     const size_t n = p->kept;
     assert(attn == NULL || attn_len == n);
     assert(n < p->capacity);
+    p->least_ok = 0;
+    if (attn != NULL && n > 0u && p->least_wanted &&
+        p->cfg.scorer != (uint32_t)PB_SCORER_NONE) {
+        observe_finding_least(p, pos, attn, n);
+        attn = NULL; /* the scores are up to date */
+    }
     switch (p->cfg.scorer) {
     case PB_SCORER_CUMULATIVE: {
         double *s = p->source;
@@ -75,9 +176,10 @@ void pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
     case PB_SCORER_VOTES: {
         uint32_t *v = p->source;
         if (attn != NULL && attn_len > 0u) {
-            const double share = 1.0 / (double)attn_len;
+            const float bar = vote_bar(attn_len);
             for (size_t i = 0; i < attn_len; ++i)
-                v[i] += (double)attn[i] > share && v[i] != UINT32_MAX;
+                v[i] += (uint32_t)(attn[i] > bar) &
+                        (uint32_t)(v[i] != UINT32_MAX);
         }
         v[n] = 0u;
         break;
@@ -104,6 +206,12 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
                       uint32_t *victims) {
     assert(first <= end && end <= p->kept && needed <= end - first);
     assert(needed > 0u);
+    /* The scores are about to move; the observes look for the least
+     * again only while evicts take one victim at a time. */
+    const int known = p->least_ok && p->least_first == first &&
+                      p->least_end == end;
+    p->least_ok = 0;
+    p->least_wanted = needed == 1u;
     if (p->cfg.scorer == (uint32_t)PB_SCORER_NONE) {
         memcpy(victims, p->pos + first, needed * sizeof *victims);
         close_tail(p, first + needed, first);
@@ -112,17 +220,25 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
     }
     if (needed == 1u) {
         /* One victim (an evict after every step): the first lowest key,
-         * which is what the cut would take, in one pass. */
-        size_t best = first;
-        if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
-            const double *s = p->source;
-            for (size_t i = first + 1u; i < end; ++i)
-                if (s[i] < s[best]) best = i;
+         * which is what the cut would take: the least key in one
+         * vectorised pass, then the first rank holding it. */
+        size_t best;
+        if (known) {
+            best = p->least_at;
+        } else if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
+            const double *s = (const double *)p->source + first;
+            /* Below the double just above the least: equal to it. */
+            const uint64_t least = p->k->least_bits(s, end - first);
+            double above;
+            const uint64_t next = least + 1u;
+            memcpy(&above, &next, sizeof above);
+            best = first + p->k->first_below(s, end - first, above);
         } else {
-            const uint32_t *s = p->source;
-            for (size_t i = first + 1u; i < end; ++i)
-                if (s[i] < s[best]) best = i;
+            const uint32_t *s = (const uint32_t *)p->source + first;
+            const uint32_t least = p->k->least_u32(s, end - first);
+            best = first + p->k->first_at_most_u32(s, end - first, least);
         }
+        assert(best < end);
         victims[0] = p->pos[best];
         close_tail(p, best + 1u, best);
         p->kept -= 1u;

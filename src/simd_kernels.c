@@ -8,8 +8,9 @@
  * the running prefix folds, the step that stores a row and updates the
  * quantised sums, the rebuild of
  * those sums, the weight check, the max-widening and combining passes of
- * pooling, the search for the first score below a bound) and the choice among their
- * variants. It knows nothing of policy rules.
+ * pooling, the search for the first score below a bound, the least score
+ * and the first score at most a bound for the other scorers' evicts) and
+ * the choice among their variants. It knows nothing of policy rules.
  *
  * Why this is safe for exactness: every variant is the same C function body
  * (an always-inlined static function) compiled for a different target, and
@@ -184,6 +185,158 @@ PB__INLINE size_t first_below_body(const double *x, size_t n, double t) {
     return n;
 }
 
+/* The least bit pattern of x[0 .. n-1] (n >= 1), compared as signed
+ * 64-bit integers: the patterns of doubles >= +0 are below 2^63 and order
+ * as the values do. Eight independent lanes (a vector compare and blend
+ * where the target has one), then the lanes' least. */
+#define PB__LEAST_LANES 8u
+PB__INLINE uint64_t least_bits_body(const double *x, size_t n) {
+    int64_t lane[PB__LEAST_LANES];
+    for (size_t k = 0; k < PB__LEAST_LANES; ++k) lane[k] = INT64_MAX;
+    size_t i = 0;
+    for (; i + PB__LEAST_LANES <= n; i += PB__LEAST_LANES)
+        for (size_t k = 0; k < PB__LEAST_LANES; ++k) {
+            int64_t b;
+            memcpy(&b, x + i + k, sizeof b);
+            lane[k] = b < lane[k] ? b : lane[k];
+        }
+    int64_t m = INT64_MAX;
+    for (; i < n; ++i) {
+        int64_t b;
+        memcpy(&b, x + i, sizeof b);
+        m = b < m ? b : m;
+    }
+    for (size_t k = 0; k < PB__LEAST_LANES; ++k) m = lane[k] < m ? lane[k] : m;
+    assert(m >= 0);
+    return (uint64_t)m;
+}
+
+PB__INLINE uint32_t least_u32_body(const uint32_t *x, size_t n) {
+    uint32_t m = UINT32_MAX;
+    for (size_t i = 0; i < n; ++i) m = x[i] < m ? x[i] : m;
+    return m;
+}
+
+/* The first j < n with x[j] <= t, or n, a chunk at a time as
+ * first_below_body. */
+PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
+                                         uint32_t t) {
+    size_t j = 0;
+    for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
+        uint32_t hits = 0;
+        for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
+            hits += (uint32_t)(x[j + k] <= t);
+        if (hits != 0u) break;
+    }
+    for (; j < n; ++j)
+        if (x[j] <= t) return j;
+    return n;
+}
+
+/* The updates of the other scorers' scores (score_sources.c), each with
+ * the least new score found on the way, in the lanes of least_bits_body
+ * (or one unsigned minimum, which the compilers vectorise themselves).
+ * The lanes pay where the target compares 64-bit integers in vectors
+ * (AVX2 and AVX-512), not in the baseline variant. */
+#define PB__LANES_generic 0
+#define PB__LANES_avx2 1
+#define PB__LANES_avx512 1
+PB__INLINE uint64_t add_least_body(double *restrict x,
+                                   const float *restrict w, size_t n,
+                                   size_t *at, const int lanes) {
+    if (n == 0u) {
+        *at = 0u;
+        return (uint64_t)INT64_MAX;
+    }
+    if (!lanes) {
+        /* Without a 64-bit vector compare the lanes would make the whole
+         * loop scalar: add in one vectorised pass, then take each chunk's
+         * least in four independent chains, remember the first chunk
+         * holding the least so far, and look for it only there. */
+        for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
+        double least = x[0];
+        size_t from = 0, j = 0;
+        for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
+            double l[4] = {x[j], x[j + 1], x[j + 2], x[j + 3]};
+            for (size_t k = 4; k < PB__BELOW_CHUNK; k += 4)
+                for (size_t q = 0; q < 4; ++q)
+                    l[q] = x[j + k + q] < l[q] ? x[j + k + q] : l[q];
+            const double a = l[0] < l[1] ? l[0] : l[1];
+            const double b = l[2] < l[3] ? l[2] : l[3];
+            const double c = a < b ? a : b;
+            if (c < least) {
+                least = c;
+                from = j;
+            }
+        }
+        for (; j < n; ++j)
+            if (x[j] < least) {
+                least = x[j];
+                from = j;
+            }
+        while (x[from] != least) ++from;
+        *at = from;
+        uint64_t m;
+        memcpy(&m, &least, sizeof m);
+        return m;
+    }
+    int64_t lane[PB__LEAST_LANES];
+    for (size_t k = 0; k < PB__LEAST_LANES; ++k) lane[k] = INT64_MAX;
+    size_t i = 0;
+    for (; i + PB__LEAST_LANES <= n; i += PB__LEAST_LANES)
+        for (size_t k = 0; k < PB__LEAST_LANES; ++k) {
+            const double v = x[i + k] + (double)w[i + k];
+            int64_t b;
+            x[i + k] = v;
+            memcpy(&b, &v, sizeof b);
+            lane[k] = b < lane[k] ? b : lane[k];
+        }
+    int64_t m = INT64_MAX;
+    for (; i < n; ++i) {
+        const double v = x[i] + (double)w[i];
+        int64_t b;
+        x[i] = v;
+        memcpy(&b, &v, sizeof b);
+        m = b < m ? b : m;
+    }
+    for (size_t k = 0; k < PB__LEAST_LANES; ++k) m = lane[k] < m ? lane[k] : m;
+    /* The first value below the double just above the least: the least. */
+    const uint64_t next = (uint64_t)m + 1u;
+    double above;
+    memcpy(&above, &next, sizeof above);
+    *at = first_below_body(x, n, above);
+    return (uint64_t)m;
+}
+
+PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
+                                      const float *restrict w, size_t n,
+                                      size_t *at) {
+    uint32_t m = UINT32_MAX;
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t b;
+        memcpy(&b, w + i, sizeof b);
+        b &= UINT32_C(0x7FFFFFFF);
+        x[i] = b;
+        m = b < m ? b : m;
+    }
+    *at = first_at_most_u32_body(x, n, m);
+    return m;
+}
+
+PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
+                                    const float *restrict w, size_t n,
+                                    float bar, size_t *at) {
+    uint32_t m = UINT32_MAX;
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t v =
+            x[i] + ((uint32_t)(w[i] > bar) & (uint32_t)(x[i] != UINT32_MAX));
+        x[i] = v;
+        m = v < m ? v : m;
+    }
+    *at = first_at_most_u32_body(x, n, m);
+    return m;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Variants                                                                 */
 
@@ -225,10 +378,35 @@ PB__INLINE size_t first_below_body(const double *x, size_t n, double t) {
                                             double t) {                       \
         return first_below_body(x, n, t);                                     \
     }                                                                         \
+    attr static uint64_t least_bits_##suffix(const double *x, size_t n) {     \
+        return least_bits_body(x, n);                                         \
+    }                                                                         \
+    attr static uint32_t least_u32_##suffix(const uint32_t *x, size_t n) {    \
+        return least_u32_body(x, n);                                          \
+    }                                                                         \
+    attr static size_t first_at_most_u32_##suffix(const uint32_t *x,          \
+                                                  size_t n, uint32_t t) {     \
+        return first_at_most_u32_body(x, n, t);                               \
+    }                                                                         \
+    attr static uint64_t add_least_##suffix(double *x, const float *w,        \
+                                            size_t n, size_t *at) {           \
+        return add_least_body(x, w, n, at, PB__LANES_##suffix);               \
+    }                                                                         \
+    attr static uint32_t record_least_##suffix(uint32_t *x, const float *w,   \
+                                               size_t n, size_t *at) {        \
+        return record_least_body(x, w, n, at);                                \
+    }                                                                         \
+    attr static uint32_t vote_least_##suffix(uint32_t *x, const float *w,     \
+                                             size_t n, float bar,             \
+                                             size_t *at) {                    \
+        return vote_least_body(x, w, n, bar, at);                             \
+    }                                                                         \
     static const pb__kernels kernels_##suffix = {                             \
         #suffix,           fold_rows_##suffix,    prefix_add_##suffix,        \
         store_sums_##suffix, quantise_add_##suffix, weight_flags_##suffix,    \
-        widen_##suffix,    max_of_##suffix,       first_below_##suffix};
+        widen_##suffix,    max_of_##suffix,       first_below_##suffix,       \
+        least_bits_##suffix, least_u32_##suffix,  first_at_most_u32_##suffix, \
+        add_least_##suffix, record_least_##suffix, vote_least_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
 PB__DEFINE_VARIANT(generic, , 16u)

@@ -1,0 +1,338 @@
+/*
+ * test_policy_source_paths.c - white-box tests of the score sources of the
+ * scorers other than the window (score_sources.c) and of their hot loops
+ * (simd_kernels.c), compiled with the engine's sources so that it can read
+ * the instance and pick the kernel variant:
+ *
+ *   - every variant of the scorers' loops this CPU runs (least score,
+ *     first score at most a bound, and the updates that find the least
+ *     score on the way) against naive versions, bit for bit;
+ *   - the vote against the fair share 1/n decided on the floats themselves
+ *     is the comparison in double of docs/spec.md §13.2, on the floats
+ *     next to 1/n for many n;
+ *   - cumulative, last, votes and none, with and without sinks and recent
+ *     windows, evicting after every step (where an observe finds the least
+ *     score for the evict), every few steps or at random, with random asks,
+ *     null steps and resets, against tests/reference_model: every victim
+ *     and every score agree, with the kernel variant rotating with the
+ *     scenario; the run fails if no evict used the least an observe found.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "policy_internal.h"
+#include "reference_model.h"
+#include "test_rng.h"
+
+static uint64_t bits_of(double v) {
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    return b;
+}
+
+static uint32_t fbits_of(float v) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    return b;
+}
+
+/* A weight >= 0 (or -0.0) of one of several awkward kinds. */
+static float weight(pbt_rng *r, int style, size_t n) {
+    switch (style) {
+    case 0: return (float)pbt_unit(r);
+    case 1: return (float)pbt_below(r, 4) * .125f; /* exact ties */
+    case 2: return pbt_below(r, 3) ? 0.0f : (float)pbt_unit(r);
+    case 3: return pbt_below(r, 10) == 0 ? -0.0f : (float)pbt_unit(r) / (float)n;
+    case 4: return ldexpf((float)pbt_unit(r), (int)pbt_below(r, 100) - 60);
+    case 5: /* near the fair share, where a vote is decided */
+        return nextafterf((float)(1.0 / (double)(n ? n : 1)),
+                          pbt_below(r, 2) ? 0.0f : 1.0f);
+    default: /* softmax-like: a few heavy hitters, a light tail */
+        return pbt_below(r, 20) == 0 ? (float)(.1 + pbt_unit(r))
+                                     : (float)(pbt_unit(r) * 1e-4);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The loops against naive versions                                         */
+
+static void source_kernels_match_naive(void **state) {
+    (void)state;
+    const pb__kernels *all[4];
+    const size_t nk = pb__kernels_available(all, 4);
+    pbt_rng r = {11};
+    enum { N = 300 };
+    static double x[N], xa[N], xb[N];
+    static uint32_t u[N], ua[N], ub[N];
+    static float w[N];
+    for (int trial = 0; trial < 3000; ++trial) {
+        const size_t n = pbt_below(&r, N + 1);
+        const int style = (int)pbt_below(&r, 7);
+        for (size_t i = 0; i < N; ++i) {
+            w[i] = weight(&r, style, n);
+            x[i] = pbt_below(&r, 3) ? pbt_unit(&r)
+                                    : (double)pbt_below(&r, 3) * .25;
+            u[i] = pbt_below(&r, 4) ? pbt_below(&r, 6) : (uint32_t)pbt_next(&r);
+            if (pbt_below(&r, 50) == 0) u[i] = UINT32_MAX;
+        }
+        /* Naive answers. */
+        uint64_t least = UINT64_C(0x7FFFFFFFFFFFFFFF);
+        uint32_t uleast = UINT32_MAX;
+        for (size_t i = 0; i < n; ++i) {
+            if (bits_of(x[i]) < least) least = bits_of(x[i]);
+            if (u[i] < uleast) uleast = u[i];
+        }
+        const uint32_t t = pbt_below(&r, 3) ? uleast : pbt_below(&r, 8);
+        size_t first_le = n;
+        for (size_t i = 0; i < n && first_le == n; ++i)
+            if (u[i] <= t) first_le = i;
+        const float bar = n ? (float)(1.0 / (double)n) : .5f;
+        for (size_t v = 0; v < nk; ++v) {
+            const pb__kernels *k = all[v];
+            if (n > 0) {
+                assert_true(k->least_bits(x, n) == least);
+                assert_int_equal(k->least_u32(u, n), uleast);
+            }
+            assert_int_equal(k->first_at_most_u32(u, n, t), first_le);
+
+            /* cumulative: x += (double)w, the least new value. */
+            memcpy(xa, x, sizeof xa);
+            memcpy(xb, x, sizeof xb);
+            uint64_t want = UINT64_C(0x7FFFFFFFFFFFFFFF);
+            for (size_t i = 0; i < n; ++i) {
+                xa[i] = xa[i] + (double)w[i];
+                if (bits_of(xa[i]) < want) want = bits_of(xa[i]);
+            }
+            size_t at = 0, want_at = 0;
+            for (size_t i = 0; i < n; ++i)
+                if (bits_of(xa[i]) == want) {
+                    want_at = i;
+                    break;
+                }
+            assert_true(k->add_least(xb, w, n, &at) == want);
+            assert_memory_equal(xa, xb, sizeof xa);
+            assert_int_equal(at, want_at);
+
+            /* last: the bits with the sign cleared. */
+            memcpy(ua, u, sizeof ua);
+            memcpy(ub, u, sizeof ub);
+            uint32_t uwant = UINT32_MAX;
+            for (size_t i = 0; i < n; ++i) {
+                ua[i] = fbits_of(w[i]) & UINT32_C(0x7FFFFFFF);
+                if (ua[i] < uwant) uwant = ua[i];
+            }
+            for (want_at = 0; want_at < n && ua[want_at] != uwant; ++want_at)
+                ;
+            if (n == 0) want_at = 0;
+            assert_int_equal(k->record_least(ub, w, n, &at), uwant);
+            assert_memory_equal(ua, ub, sizeof ua);
+            assert_int_equal(at, want_at);
+
+            /* votes: one more above the bar, saturating. */
+            memcpy(ua, u, sizeof ua);
+            memcpy(ub, u, sizeof ub);
+            uwant = UINT32_MAX;
+            for (size_t i = 0; i < n; ++i) {
+                if (w[i] > bar && ua[i] != UINT32_MAX) ua[i] += 1u;
+                if (ua[i] < uwant) uwant = ua[i];
+            }
+            for (want_at = 0; want_at < n && ua[want_at] != uwant; ++want_at)
+                ;
+            if (n == 0) want_at = 0;
+            assert_int_equal(k->vote_least(ub, w, n, bar, &at), uwant);
+            assert_memory_equal(ua, ub, sizeof ua);
+            assert_int_equal(at, want_at);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The vote decided on floats                                               */
+
+/* A votes instance holding n positions, then one step whose weights are
+ * the floats around 1/n: each position's vote must be the comparison in
+ * double of docs/spec.md §13.2. */
+static void votes_compare_in_double(void **state) {
+    (void)state;
+    enum { MAX_N = 700 };
+    static float w[MAX_N];
+    pbt_rng r = {3};
+    for (uint32_t n = 1; n < MAX_N; n += 1u + pbt_below(&r, 5)) {
+        pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+        c.scorer = PB_SCORER_VOTES;
+        c.budget = n + 1u;
+        c.recent_window = 0;
+        pb_kvcache *p = NULL;
+        assert_int_equal(pb_kvcache_create(&c, NULL, &p), PB_OK);
+        for (uint32_t pos = 1; pos < n; ++pos)
+            assert_int_equal(pb_kvcache_observe(p, pos, NULL, 0), PB_OK);
+        const double share = 1.0 / (double)n;
+        const float near = (float)share;
+        for (uint32_t i = 0; i < n; ++i) {
+            switch (pbt_below(&r, 5)) {
+            case 0: w[i] = near; break;
+            case 1: w[i] = nextafterf(near, 0.0f); break;
+            case 2: w[i] = nextafterf(near, 1.0f); break;
+            case 3: w[i] = nextafterf(nextafterf(near, 0.0f), 0.0f); break;
+            default: w[i] = (float)pbt_unit(&r) * 2.0f * near; break;
+            }
+        }
+        assert_int_equal(pb_kvcache_observe(p, n, w, n), PB_OK);
+        for (uint32_t i = 0; i < n; ++i) {
+            double votes = -1.0;
+            assert_int_equal(pb_kvcache_score(p, i, &votes), PB_OK);
+            assert_true(votes == ((double)w[i] > share ? 1.0 : 0.0));
+        }
+        pb_kvcache_destroy(p);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scorers against the reference, the kernel variant rotating               */
+
+static unsigned long least_used, one_victim_evicts;
+
+static void run_scenario(unsigned long seed) {
+    pbt_rng r = {seed * UINT64_C(0x9E3779B97F4A7C15) + 3};
+    const pb__kernels *variants[4];
+    const size_t nk = pb__kernels_available(variants, 4);
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.scorer = PB_SCORER_CUMULATIVE + pbt_below(&r, 4);
+    c.budget = 2 + pbt_below(&r, pbt_below(&r, 3) ? 60 : 400);
+    c.recent_window = pbt_below(&r, 3) ? pbt_below(&r, c.budget < 40
+                                                          ? c.budget
+                                                          : 40)
+                                       : 0u;
+    const uint32_t max_cadence = 1 + pbt_below(&r, 9);
+    c.capacity = c.budget + max_cadence + 1u;
+    if (pbt_below(&r, 2)) {
+        const uint32_t room = c.capacity - c.recent_window - 1u;
+        c.sinks = pbt_below(&r, (room < 8 ? room : 8) + 1u);
+    }
+    const int cadence_style = (int)pbt_below(&r, 3);
+    const int style = (int)pbt_below(&r, 7);
+
+    pb_kvcache *p = NULL;
+    ref_policy ref;
+    assert_int_equal(pb_kvcache_create(&c, NULL, &p), PB_OK);
+    assert_int_equal(ref_create_config(&ref, &c), PB_OK);
+    p->k = variants[seed % nk];
+
+    static float w[1024];
+    static uint32_t va[1024], vb[1024];
+    const uint32_t steps = 100 + pbt_below(&r, 900);
+    uint32_t since = 0, pos = 0;
+    for (uint32_t step = 0; step < steps; ++step) {
+        if (pbt_below(&r, 400) == 0) { /* now and then a reset */
+            assert_int_equal(pb_kvcache_reset(p), PB_OK);
+            ref_reset(&ref);
+            pos = 0;
+            since = 0;
+            continue;
+        }
+        pos += 1u + (pbt_below(&r, 10) == 0 ? pbt_below(&r, 5) : 0u);
+        const size_t n = ref.kept;
+        if (n >= ref.capacity) { /* full: only an evict helps */
+            size_t na = 0, nb = 0;
+            assert_int_equal(pb_kvcache_evict(p, c.budget, va, 1024, &na),
+                             PB_OK);
+            assert_int_equal(ref_evict(&ref, c.budget, vb, 1024, &nb), PB_OK);
+            assert_int_equal(na, nb);
+            assert_memory_equal(va, vb, na * sizeof *va);
+            if (na == 0) { /* nothing evictable (the last scorer) */
+                assert_int_equal(pb_kvcache_reset(p), PB_OK);
+                ref_reset(&ref);
+                pos = 0;
+            }
+            continue;
+        }
+        const int null_step = pbt_below(&r, 25) == 0;
+        for (size_t i = 0; i < n; ++i) w[i] = weight(&r, style, n);
+        assert_int_equal(pb_kvcache_observe(p, pos, null_step ? NULL : w, n),
+                         PB_OK);
+        assert_int_equal(ref_observe(&ref, pos, null_step ? NULL : w, n),
+                         PB_OK);
+        int evict = 0;
+        switch (cadence_style) {
+        case 0: evict = 1; break; /* after every step */
+        case 1: evict = ++since >= max_cadence; break;
+        default: evict = pbt_below(&r, 3) == 0; break;
+        }
+        if (!evict) continue;
+        since = 0;
+        const uint32_t ask = pbt_below(&r, 8) ? c.budget
+                                              : pbt_below(&r, c.budget + 1);
+        /* The least an observe found is the least score of the range the
+         * evict will compute, and it is right. */
+        const int had_least = p->least_ok;
+        if (had_least) {
+            const size_t kept = ref.kept;
+            const size_t window = c.recent_window;
+            size_t recent = window < kept ? window : kept;
+            if (p->unobserved > recent) recent = p->unobserved;
+            const size_t end = kept - recent;
+            const size_t sinks = ref_sink_count(&ref);
+            assert_int_equal(p->least_first, sinks < end ? sinks : end);
+            assert_int_equal(p->least_end, end);
+            uint64_t least = UINT64_MAX;
+            size_t at = 0;
+            for (size_t i = p->least_first; i < p->least_end; ++i) {
+                const uint64_t b =
+                    c.scorer == PB_SCORER_CUMULATIVE
+                        ? bits_of(((const double *)p->source)[i])
+                        : ((const uint32_t *)p->source)[i];
+                if (b < least) {
+                    least = b;
+                    at = i;
+                }
+            }
+            assert_true(p->least == least);
+            assert_int_equal(p->least_at, at);
+        }
+        size_t na = 0, nb = 0;
+        assert_int_equal(pb_kvcache_evict(p, ask, va, 1024, &na), PB_OK);
+        assert_int_equal(ref_evict(&ref, ask, vb, 1024, &nb), PB_OK);
+        assert_int_equal(na, nb);
+        assert_memory_equal(va, vb, na * sizeof *va);
+        if (na == 1) {
+            one_victim_evicts += 1;
+            least_used += (unsigned long)had_least;
+        }
+        /* Scores of a few held positions, bit for bit. */
+        assert_int_equal(pb_kvcache_kept_count(p), ref.kept);
+        for (int q = 0; q < 4 && ref.kept > 0; ++q) {
+            const uint32_t at = ref.pos[pbt_below(&r, (uint32_t)ref.kept)];
+            double a = 0.0, b = 0.0;
+            assert_int_equal(pb_kvcache_score(p, at, &a), PB_OK);
+            assert_int_equal(ref_score(&ref, at, &b), PB_OK);
+            assert_true(bits_of(a) == bits_of(b));
+        }
+    }
+    ref_destroy(&ref);
+    pb_kvcache_destroy(p);
+}
+
+static void scorers_agree_rotating_kernels(void **state) {
+    (void)state;
+    for (unsigned long seed = 1; seed <= 600; ++seed) run_scenario(seed);
+    printf("one-victim evicts: %lu, of which %lu used the least an observe "
+           "found\n",
+           one_victim_evicts, least_used);
+    assert_true(least_used > one_victim_evicts / 4u);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(source_kernels_match_naive),
+        cmocka_unit_test(votes_compare_in_double),
+        cmocka_unit_test(scorers_agree_rotating_kernels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
