@@ -39,6 +39,9 @@ static uint32_t record_bits(float w) {
 }
 
 void pb__source_reset(pb_kvcache *p) {
+    /* No weight is too large to quantise here (nothing is quantised), so
+     * the observe's weight check looks for bad weights only. */
+    p->q_limit_bits = UINT32_MAX;
     p->fresh = 1;
     p->least_ok = 0;
     p->least_wanted = 0;

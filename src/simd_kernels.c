@@ -138,6 +138,17 @@ PB__INLINE unsigned quantise_add_body(const float *restrict src,
 PB__INLINE unsigned weight_flags_body(const float *w, size_t n,
                                       uint32_t limit) {
     uint32_t bad = 0u, big = 0u;
+    if (limit > UINT32_C(0x7FFFFFFF)) {
+        /* No weight is at or above such a limit: the check alone, half
+         * the work per weight (the scorers that do not quantise). */
+        for (size_t i = 0; i < n; ++i) {
+            uint32_t b;
+            memcpy(&b, w + i, sizeof b);
+            bad |= (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
+                   (uint32_t)(b != UINT32_C(0x80000000));
+        }
+        return bad ? PB__WEIGHT_BAD : 0u;
+    }
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
@@ -234,78 +245,46 @@ PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
 }
 
 /* The updates of the other scorers' scores (score_sources.c), each with
- * the least new score found on the way, in the lanes of least_bits_body
- * (or one unsigned minimum, which the compilers vectorise themselves).
- * The lanes pay where the target compares 64-bit integers in vectors
- * (AVX2 and AVX-512), not in the baseline variant. */
-#define PB__LANES_generic 0
-#define PB__LANES_avx2 1
-#define PB__LANES_avx512 1
+ * the least new score and the first index holding it found on the way.
+ * The cumulative one adds in one vectorised pass, then takes each chunk's
+ * least in four independent chains, remembers the first chunk holding
+ * the least so far, and looks for it only there: faster than fusing the
+ * add with a least kept in 64-bit integer lanes (measured with AVX2), and
+ * the lanes would make the whole loop scalar where no 64-bit vector
+ * compare exists (the baseline variant). */
 PB__INLINE uint64_t add_least_body(double *restrict x,
                                    const float *restrict w, size_t n,
-                                   size_t *at, const int lanes) {
+                                   size_t *at) {
     if (n == 0u) {
         *at = 0u;
         return (uint64_t)INT64_MAX;
     }
-    if (!lanes) {
-        /* Without a 64-bit vector compare the lanes would make the whole
-         * loop scalar: add in one vectorised pass, then take each chunk's
-         * least in four independent chains, remember the first chunk
-         * holding the least so far, and look for it only there. */
-        for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
-        double least = x[0];
-        size_t from = 0, j = 0;
-        for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
-            double l[4] = {x[j], x[j + 1], x[j + 2], x[j + 3]};
-            for (size_t k = 4; k < PB__BELOW_CHUNK; k += 4)
-                for (size_t q = 0; q < 4; ++q)
-                    l[q] = x[j + k + q] < l[q] ? x[j + k + q] : l[q];
-            const double a = l[0] < l[1] ? l[0] : l[1];
-            const double b = l[2] < l[3] ? l[2] : l[3];
-            const double c = a < b ? a : b;
-            if (c < least) {
-                least = c;
-                from = j;
-            }
+    for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
+    double least = x[0];
+    size_t from = 0, j = 0;
+    for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
+        double l[4] = {x[j], x[j + 1], x[j + 2], x[j + 3]};
+        for (size_t k = 4; k < PB__BELOW_CHUNK; k += 4)
+            for (size_t q = 0; q < 4; ++q)
+                l[q] = x[j + k + q] < l[q] ? x[j + k + q] : l[q];
+        const double a = l[0] < l[1] ? l[0] : l[1];
+        const double b = l[2] < l[3] ? l[2] : l[3];
+        const double c = a < b ? a : b;
+        if (c < least) {
+            least = c;
+            from = j;
         }
-        for (; j < n; ++j)
-            if (x[j] < least) {
-                least = x[j];
-                from = j;
-            }
-        while (x[from] != least) ++from;
-        *at = from;
-        uint64_t m;
-        memcpy(&m, &least, sizeof m);
-        return m;
     }
-    int64_t lane[PB__LEAST_LANES];
-    for (size_t k = 0; k < PB__LEAST_LANES; ++k) lane[k] = INT64_MAX;
-    size_t i = 0;
-    for (; i + PB__LEAST_LANES <= n; i += PB__LEAST_LANES)
-        for (size_t k = 0; k < PB__LEAST_LANES; ++k) {
-            const double v = x[i + k] + (double)w[i + k];
-            int64_t b;
-            x[i + k] = v;
-            memcpy(&b, &v, sizeof b);
-            lane[k] = b < lane[k] ? b : lane[k];
+    for (; j < n; ++j)
+        if (x[j] < least) {
+            least = x[j];
+            from = j;
         }
-    int64_t m = INT64_MAX;
-    for (; i < n; ++i) {
-        const double v = x[i] + (double)w[i];
-        int64_t b;
-        x[i] = v;
-        memcpy(&b, &v, sizeof b);
-        m = b < m ? b : m;
-    }
-    for (size_t k = 0; k < PB__LEAST_LANES; ++k) m = lane[k] < m ? lane[k] : m;
-    /* The first value below the double just above the least: the least. */
-    const uint64_t next = (uint64_t)m + 1u;
-    double above;
-    memcpy(&above, &next, sizeof above);
-    *at = first_below_body(x, n, above);
-    return (uint64_t)m;
+    while (x[from] != least) ++from;
+    *at = from;
+    uint64_t m;
+    memcpy(&m, &least, sizeof m);
+    return m;
 }
 
 PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
@@ -390,7 +369,7 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
     }                                                                         \
     attr static uint64_t add_least_##suffix(double *x, const float *w,        \
                                             size_t n, size_t *at) {           \
-        return add_least_body(x, w, n, at, PB__LANES_##suffix);               \
+        return add_least_body(x, w, n, at);                                   \
     }                                                                         \
     attr static uint32_t record_least_##suffix(uint32_t *x, const float *w,   \
                                                size_t n, size_t *at) {        \

@@ -5,8 +5,9 @@
  * the instance and pick the kernel variant:
  *
  *   - every variant of the scorers' loops this CPU runs (least score,
- *     first score at most a bound, and the updates that find the least
- *     score on the way) against naive versions, bit for bit;
+ *     first score at most a bound, the updates that find the least score
+ *     on the way, and the weight check without a quantising limit)
+ *     against naive versions, bit for bit;
  *   - the vote against the fair share 1/n decided on the floats themselves
  *     is the comparison in double of docs/spec.md §13.2, on the floats
  *     next to 1/n for many n;
@@ -94,8 +95,25 @@ static void source_kernels_match_naive(void **state) {
         for (size_t i = 0; i < n && first_le == n; ++i)
             if (u[i] <= t) first_le = i;
         const float bar = n ? (float)(1.0 / (double)n) : .5f;
+        /* The weight check with no quantising limit (the scorers here):
+         * bad weights only, as with a limit, in every variant. */
+        static float wc[N];
+        memcpy(wc, w, sizeof wc);
+        static const float bad[] = {NAN, -1.0f, INFINITY, -INFINITY, -1e-40f,
+                                    -0.0f, 3.4028235e38f, 1e-45f};
+        if (n > 0 && pbt_below(&r, 2))
+            wc[pbt_below(&r, (uint32_t)n)] = bad[pbt_below(&r, 8)];
+        unsigned want_flags = 0u;
+        for (size_t i = 0; i < n; ++i)
+            if (isnan(wc[i]) || isinf(wc[i]) ||
+                (signbit(wc[i]) && wc[i] != 0.0f))
+                want_flags = PB__WEIGHT_BAD;
         for (size_t v = 0; v < nk; ++v) {
             const pb__kernels *k = all[v];
+            assert_int_equal(k->weight_flags(wc, n, UINT32_MAX), want_flags);
+            assert_int_equal(k->weight_flags(wc, n, 0x41800000u) &
+                                 PB__WEIGHT_BAD,
+                             want_flags);
             if (n > 0) {
                 assert_true(k->least_bits(x, n) == least);
                 assert_int_equal(k->least_u32(u, n), uleast);
