@@ -73,6 +73,7 @@ static void reset_state(pb_kvcache *p) {
     p->filter_wait = 0u;
     p->filter_backoff = 0u;
     p->last_path = PB__PATH_NONE;
+    p->seed_col = SIZE_MAX;
     p->pos[0] = 0u;
     pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, 0u);
 }
@@ -384,6 +385,10 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
                                 : PB__PATH_STREAMED_COMPACTED;
         return;
     }
+    /* A hole's sum is 0 while the sums are kept: the filter's scan reads
+     * it as a bound (score_filter.c). */
+    if (p->sums_valid)
+        for (size_t t = 0; t < k; ++t) p->scores[cols[t]] = 0.0;
     /* Merge the new dead columns into the sorted holes, from the back. */
     size_t a = p->n_holes, b = k, out = p->n_holes + k;
     while (b > 0u) {

@@ -188,7 +188,11 @@ typedef struct pb__kernels {
     /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX. */
     uint32_t (*vote_least)(uint32_t *x, const float *w, size_t n, float bar,
                            size_t *at);
+    /* Bit j % 64 of bits[j / 64] is set iff x[j] < t, j < n; the rest of
+     * the last word is 0. Writes ceil(n / 64) words. */
+    void (*below_bits)(const double *x, size_t n, double t, uint64_t *bits);
 } pb__kernels;
+
 
 /* The fastest variant this CPU runs; the baseline one; and every variant
  * this CPU runs (count returned, at most cap written) for tests. */
@@ -251,9 +255,10 @@ struct pb_kvcache {
                              ascending */
     float *ring;          /* [obs_window * row_stride] */
     double *scores;       /* [columns]: by column, the quantised window sums
-                             while sums_valid, or the prefix folds while
-                             prefix_valid; else evict scratch by rank
-                             (window, then pooled scores) */
+                             while sums_valid (0 in the holes), or the
+                             prefix folds while prefix_valid; else evict
+                             scratch by rank (window, then pooled
+                             scores) */
     size_t columns;       /* capacity + max_holes: length of pos[], scores[] */
     uint64_t *alive;      /* [ceil(row_stride / 64)] evict scratch:
                              surviving columns */
@@ -315,6 +320,9 @@ struct pb_kvcache {
     double *heap;         /* [PB__FILTER_MAX_NEEDED] */
     uint32_t filter_wait; /* evicts to go before the sums are rebuilt */
     uint32_t filter_backoff; /* the last wait imposed after a miss */
+    size_t seed_col;      /* a column whose window max seeds the next
+                             filtered scan of one victim (the runner-up of
+                             the last one); only a hint, SIZE_MAX: none */
     unsigned last_path;   /* how the last evict that chose victims went, a
                              pb__path (read by white-box tests only) */
 
@@ -467,7 +475,7 @@ void pb__filter_store_row(pb_kvcache *p, const float *weights, size_t n);
  * recomputing exact window scores only where the sums cannot decide.
  * On success writes the victims' ranks, ascending, to ranks[0 .. needed-1]
  * and returns 1; returns 0 when deciding this way would cost more than the
- * full path (the caller then takes it). Reads the instance only. */
+ * full path (the caller then takes it). Changes only the scan's seed hint. */
 int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
                       size_t *ranks);
 

@@ -35,6 +35,18 @@
  * are undecided (exact ties, all-zero windows) the caller takes the full
  * path instead.
  *
+ * Finding those ranks costs one pass over the sums: a rank with M <= T*
+ * has every sum of its window at most T*, so a bit per column (sum <= T*,
+ * one vectorised compare) ANDed over each window on whole words leaves only
+ * the columns whose window can pass, and only those get their window max
+ * from the sums. A hole's sum is kept at 0 (below every sum, so no window
+ * max notices it), which lets the column windows stand for the rank
+ * windows. With one victim asked, the runner-up of the last scan seeds T*
+ * before the pass. When the one member whose bound can reach the top is the
+ * same rank for every candidate, the candidates' pooled scores are all its
+ * window score: a tie, which the ranks break, so nothing is read from the
+ * ring.
+ *
  * Weights at or above 2^PB__Q_LIMIT_LOG2 (16) are not quantised: one of
  * them makes the sums invalid until the next rebuild finds none left.
  *
@@ -98,6 +110,9 @@ int pb__filter_rebuild(pb_kvcache *p) {
     pb__run run;
     while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
         memset(sums + run.col, 0, run.len * sizeof *sums);
+    /* A hole's sum is 0 while the sums are kept: the scan's bound reads
+     * it (see window_max_at). */
+    for (size_t t = 0; t < p->n_holes; ++t) sums[p->holes[t]] = 0.0;
     unsigned big = 0u;
     for (uint32_t s = 0; s < p->obs_window; ++s) {
         const float *row = p->ring + (size_t)s * p->row_stride;
@@ -189,52 +204,215 @@ static int record(pb_kvcache *p, size_t *nc, size_t rank, double value) {
     return 1;
 }
 
+/* The window max of the sums of the rank held in column c, hp holes
+ * before it. Hole columns hold 0 while the sums are kept (drop_ranks,
+ * pb__filter_rebuild) and sums are >= 0, so the max may run over the whole
+ * column range from rank i-h's column to rank i+h's. */
+static double window_max_at(const pb_kvcache *p, size_t c, size_t hp) {
+    const size_t h = p->half_kernel, n_cols = p->kept + p->n_holes;
+    size_t lo = c, hi = c, k = h, j = hp;
+    while (k > 0u && lo > 0u) {
+        --lo;
+        if (j > 0u && p->holes[j - 1u] == lo)
+            --j;
+        else
+            --k;
+    }
+    for (k = h, j = hp; k > 0u && hi + 1u < n_cols;) {
+        ++hi;
+        if (j < p->n_holes && p->holes[j] == hi)
+            ++j;
+        else
+            --k;
+    }
+    const double *sums = p->scores;
+    double m = sums[lo];
+    for (size_t t = lo + 1u; t <= hi; ++t) m = m < sums[t] ? sums[t] : m;
+    return m;
+}
+
+/* The state of one scan of the window maxima. */
+typedef struct scan_state {
+    size_t needed, heap_n, nc, hp; /* hp: holes before the column visited */
+    double thr, obs;
+    int fixed, overflow;
+} scan_state;
+
+/* A held rank's exact window max v: updates the heap and the threshold
+ * and records the rank while it may still be a candidate. */
+static void take(pb_kvcache *p, scan_state *st, size_t rank, double v) {
+    if (!st->fixed && st->heap_n < st->needed) {
+        heap_push(p->heap, st->heap_n++, v);
+        if (st->heap_n == st->needed) st->thr = threshold(p->heap[0], st->obs);
+        st->overflow |= !record(p, &st->nc, rank, v);
+        return;
+    }
+    if (!st->fixed && v < p->heap[0]) {
+        p->heap[0] = v;
+        heap_sift_down(p->heap, st->heap_n, 0u);
+        st->thr = threshold(p->heap[0], st->obs);
+    }
+    if (v <= st->thr) st->overflow |= !record(p, &st->nc, rank, v);
+}
+
+/* Visits column c (ascending over calls): a hole is passed over, a held
+ * rank taken with its exact window max. */
+static void visit(pb_kvcache *p, scan_state *st, size_t c) {
+    while (st->hp < p->n_holes && p->holes[st->hp] < c) st->hp += 1u;
+    if (st->hp < p->n_holes && p->holes[st->hp] == c) return;
+    take(p, st, c - st->hp, window_max_at(p, c, st->hp));
+}
+
+/* The set bits of a word (no table, no compiler builtin). */
+static unsigned popcount64(uint64_t v) {
+    v = v - ((v >> 1) & UINT64_C(0x5555555555555555));
+    v = (v & UINT64_C(0x3333333333333333)) +
+        ((v >> 2) & UINT64_C(0x3333333333333333));
+    v = (v + (v >> 4)) & UINT64_C(0x0F0F0F0F0F0F0F0F);
+    return (unsigned)((v * UINT64_C(0x0101010101010101)) >> 56);
+}
+
+/* Bits from .. from+len-1 (len <= 64) of the bit array b of nw words. */
+static uint64_t bits_at(const uint64_t *b, size_t nw, size_t from,
+                        size_t len) {
+    const size_t wd = from / 64u, sh = from % 64u;
+    uint64_t v = b[wd] >> sh;
+    if (sh != 0u && wd + 1u < nw) v |= b[wd + 1u] << (64u - sh);
+    return len == 64u ? v : v & ((UINT64_C(1) << len) - 1u);
+}
+
+/* Columns whose bits one pass of the scan tests: few in the first pass,
+ * whose threshold comes from the first ranks only, more afterwards. */
+#define PB__SCAN_FIRST ((size_t)64)
+#define PB__SCAN_COLS ((size_t)512)
+#define PB__SCAN_WORDS                                                        \
+    ((PB__SCAN_COLS + 2u * PB__DOUBLING_MAX_HALF + 63u) / 64u)
+
+/* bits[] holds a bit array of nw words: bit j <- bit j AND bit j+s
+ * (0 < s < 64), the bits past the array counting as set. */
+static void and_shift(uint64_t *bits, size_t nw, unsigned s) {
+    for (size_t i = 0; i < nw; ++i) {
+        const uint64_t next = i + 1u < nw ? bits[i + 1u] : ~UINT64_C(0);
+        bits[i] &= (bits[i] >> s) | (next << (64u - s));
+    }
+}
+
+/* The index of the lowest set bit of a non-zero word (de Bruijn). */
+static unsigned lowest_bit(uint64_t v) {
+    static const unsigned char index[64] = {
+         0,  1,  2, 53,  3,  7, 54, 27,  4, 38, 41,  8, 34, 55, 48, 28,
+        62,  5, 39, 46, 44, 42, 22,  9, 24, 35, 59, 56, 49, 18, 29, 11,
+        63, 52,  6, 26, 37, 40, 33, 47, 61, 45, 43, 21, 23, 58, 17, 10,
+        51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12};
+    return index[((v & (~v + 1u)) * UINT64_C(0x022FDD63CC95386D)) >> 58];
+}
+
 /* Scans the window maxima of ranks 0 .. evictable-1. With thr < 0 it also
  * keeps the heap of the `needed` smallest and records every rank that may
  * still turn out a candidate; with thr >= 0 it records the ranks at or
- * below thr. Returns the number recorded, or SIZE_MAX on overflow. */
+ * below thr. Returns the number recorded, or SIZE_MAX on overflow.
+ *
+ * Only a rank whose window max is at most thr matters (with the heap full,
+ * one below the heap's top is below thr too, and thr only falls). Such a
+ * rank, in column c, has every sum of the columns c-h .. c+h at most thr:
+ * the held ones among them are its neighbours, the holes hold 0. So the
+ * columns are tested a pass at a time on bits (sum <= thr, one vectorised
+ * compare each), the bits of each window are ANDed on whole words, and
+ * only the columns whose window passes get their exact window max. */
 static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
                    double thr) {
-    const double *sums = p->scores;
-    const size_t n = p->kept, h = p->half_kernel;
-    const double obs = (double)p->obs_window;
-    const int fixed = thr >= 0.0;
-    double buf[PB__FILTER_BLOCK + 2u * PB__DOUBLING_MAX_HALF];
-    double wmax[PB__FILTER_BLOCK];
-    size_t heap_n = 0, nc = 0;
-    int overflow = 0;
-    for (size_t i0 = 0; i0 < evictable; i0 += PB__FILTER_BLOCK) {
-        const size_t m = evictable - i0 < PB__FILTER_BLOCK ? evictable - i0
-                                                           : PB__FILTER_BLOCK;
-        const size_t lo = i0 >= h ? i0 - h : 0u;
-        const size_t hi = n - (i0 + m) > h ? i0 + m + h : n;
-        /* The sums of ranks lo .. hi-1, gathered past the holes. */
-        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
-        pb__run run;
-        while (pb__run_next(&it, p->holes, p->n_holes, hi, &run))
-            memcpy(buf + (run.rank - lo), sums + run.col,
-                   run.len * sizeof *buf);
-        pb__window_max_span(p->k, buf, hi - lo, h, i0 - lo, m, wmax);
-        size_t k = 0;
-        for (; !fixed && k < m && heap_n < needed; ++k) {
-            heap_push(p->heap, heap_n++, wmax[k]);
-            if (heap_n == needed) thr = threshold(p->heap[0], obs);
-            overflow |= !record(p, &nc, i0 + k, wmax[k]);
+    const size_t h = p->half_kernel, w = 2u * h + 1u;
+    const size_t n_cols = p->kept + p->n_holes;
+    const size_t ce =
+        pb__ring_column_of(p->holes, p->n_holes, evictable - 1u) + 1u;
+    scan_state st = {needed, 0u, 0u, 0u, thr, (double)p->obs_window,
+                     thr >= 0.0, 0};
+    /* One victim: the runner-up of the last scan, if it is still an
+     * evictable held column, bounds this one's minimum from above, so no
+     * column whose window max exceeds T*(its max) can matter. */
+    double seed_thr = -1.0;
+    if (!st.fixed && needed == 1u && p->seed_col < ce) {
+        size_t a = 0, b = p->n_holes; /* holes before seed_col */
+        while (a < b) {
+            const size_t mid = a + (b - a) / 2u;
+            if (p->holes[mid] < p->seed_col)
+                a = mid + 1u;
+            else
+                b = mid;
         }
-        /* With the heap full only values <= thr matter (one below the
-         * heap's top is below thr too), and thr only falls: skip to each
-         * in turn. */
-        for (; (k = next_below(p, wmax, k, m, next_up(thr))) < m; ++k) {
-            const double v = wmax[k];
-            if (!fixed && v < p->heap[0]) {
-                p->heap[0] = v;
-                heap_sift_down(p->heap, heap_n, 0u);
-                thr = threshold(p->heap[0], obs);
-            }
-            if (v <= thr) overflow |= !record(p, &nc, i0 + k, v);
-        }
+        if (a == p->n_holes || p->holes[a] != p->seed_col)
+            seed_thr = threshold(window_max_at(p, p->seed_col, a), st.obs);
     }
-    return overflow ? SIZE_MAX : nc;
+    size_t c = 0;
+    for (; c < ce && (c < h || (!st.fixed && st.heap_n < needed)); ++c)
+        visit(p, &st, c);
+    uint64_t bits[PB__SCAN_WORDS];
+    size_t hq = 0; /* holes before lo */
+    while (c < ce) {
+        /* Columns c .. c+m-1, their windows lo .. lo+nb-1; the bits past
+         * the held columns count as set (the windows end there). */
+        const size_t cols = c < h + PB__SCAN_FIRST && seed_thr < 0.0
+                                ? PB__SCAN_FIRST
+                                : PB__SCAN_COLS;
+        const size_t m = ce - c < cols ? ce - c : cols;
+        const size_t lo = c - h, nb = m + 2u * h;
+        const size_t have = n_cols - lo < nb ? n_cols - lo : nb;
+        const size_t nw = (nb + 63u) / 64u;
+        const double bound =
+            seed_thr >= 0.0 && seed_thr < st.thr ? seed_thr : st.thr;
+        p->k->below_bits(p->scores + lo, have, next_up(bound), bits);
+        if (have % 64u != 0u) bits[have / 64u] |= ~UINT64_C(0) << (have % 64u);
+        for (size_t i = (have + 63u) / 64u; i < nw; ++i) bits[i] = ~UINT64_C(0);
+        unsigned cover = 1u;
+        while (2u * cover <= w) {
+            and_shift(bits, nw, cover);
+            cover *= 2u;
+        }
+        if (cover < w) and_shift(bits, nw, (unsigned)w - cover);
+        /* Bit j now says whether columns lo+j .. lo+j+w-1, the window of
+         * column c+j, all passed. The holes among those columns, as bits
+         * from lo, give each passing column its rank, and the window of a
+         * column with no hole around it is just the columns c-h .. c+h. */
+        while (hq < p->n_holes && p->holes[hq] < lo) ++hq;
+        uint64_t hb[PB__SCAN_WORDS];
+        size_t before_word[PB__SCAN_WORDS]; /* holes before each word */
+        memset(hb, 0, nw * sizeof *hb);
+        for (size_t t = hq; t < p->n_holes && p->holes[t] < lo + nb; ++t)
+            hb[(p->holes[t] - lo) / 64u] |= UINT64_C(1)
+                                            << ((p->holes[t] - lo) % 64u);
+        for (size_t i = 0, acc = hq; i < nw; ++i) {
+            before_word[i] = acc;
+            acc += popcount64(hb[i]);
+        }
+        for (size_t i = 0; i * 64u < m; ++i) {
+            uint64_t word = bits[i];
+            if (m - i * 64u < 64u)
+                word &= (UINT64_C(1) << (m - i * 64u)) - 1u;
+            while (word != 0u) {
+                const size_t j = i * 64u + lowest_bit(word);
+                word &= word - 1u;
+                const size_t r = j + h, col = c + j;
+                const uint64_t below_r = (UINT64_C(1) << (r % 64u)) - 1u;
+                if ((hb[r / 64u] >> (r % 64u)) & 1u) continue; /* a hole */
+                const size_t before = before_word[r / 64u] +
+                                      popcount64(hb[r / 64u] & below_r);
+                double v;
+                if (bits_at(hb, nw, j, w) == 0u) {
+                    const double *x = p->scores;
+                    const size_t end =
+                        col + h < n_cols ? col + h : n_cols - 1u;
+                    v = x[col - h];
+                    for (size_t t = col - h + 1u; t <= end; ++t)
+                        v = v < x[t] ? x[t] : v;
+                } else {
+                    v = window_max_at(p, col, before);
+                }
+                take(p, &st, col - before, v);
+            }
+        }
+        c += m;
+    }
+    return st.overflow ? SIZE_MAX : st.nc;
 }
 
 int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
@@ -244,6 +422,10 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
     assert(needed <= evictable && evictable <= p->kept);
     const double obs = (double)p->obs_window;
     const size_t h = p->half_kernel;
+#ifndef NDEBUG
+    for (size_t t = 0; t < p->n_holes; ++t)
+        assert(p->scores[p->holes[t]] == 0.0);
+#endif
 
     size_t nc = scan(p, evictable, needed, -1.0);
     const double thr = threshold(p->heap[0], obs); /* the heap is full */
@@ -266,10 +448,33 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
      * window, and only members whose sum's bound can reach the window's
      * top sum M can hold that max: a member j with M > T*(S_j) scores
      * strictly below the member holding M. Usually that leaves one. */
+    const double *sums = p->scores;
+    /* When that one is the same rank for every candidate, they all score
+     * exactly its window score: a tie, which the ranks break, so no exact
+     * score is needed (each would read obs_window ring rows). */
+    size_t shared = SIZE_MAX;
+    for (size_t c = 0; c < nc && shared != SIZE_MAX - 1u; ++c) {
+        const size_t i = p->cands[c].rank;
+        const double top = p->cands[c].value;
+        const size_t lo = i >= h ? i - h : 0u;
+        const size_t hi = p->kept - 1u - i > h ? i + h : p->kept - 1u;
+        size_t reach = SIZE_MAX, count = 0;
+        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
+        pb__run run;
+        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run))
+            for (size_t j = 0; j < run.len; ++j)
+                if (top <= threshold(sums[run.col + j], obs)) {
+                    reach = run.rank + j;
+                    count += 1u;
+                }
+        if (count != 1u || (c > 0u && reach != shared))
+            shared = SIZE_MAX - 1u; /* not shared: exact scores below */
+        else
+            shared = reach;
+    }
     score_cache cache;
     for (size_t k = 0; k < 32u; ++k) cache.rank[k] = SIZE_MAX;
-    const double *sums = p->scores;
-    for (size_t c = 0; c < nc; ++c) {
+    for (size_t c = 0; c < nc && shared == SIZE_MAX - 1u; ++c) {
         const size_t i = p->cands[c].rank;
         const double top = p->cands[c].value;
         const size_t lo = i >= h ? i - h : 0u;
@@ -287,6 +492,8 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
         assert(best >= 0.0);
         p->cands[c].value = best;
     }
+    if (shared != SIZE_MAX - 1u)
+        for (size_t c = 0; c < nc; ++c) p->cands[c].value = 0.0;
 
     /* The `needed` smallest by (pooled, rank): candidates are in rank
      * order, so a strict comparison keeps the lower rank on ties. */
@@ -301,10 +508,17 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
         }
         chosen[best] = 1u;
     }
-    size_t w = 0;
-    for (size_t c = 0; c < nc; ++c)
-        if (chosen[c]) ranks[w++] = p->cands[c].rank;
+    size_t w = 0, runner = nc;
+    for (size_t c = 0; c < nc; ++c) {
+        if (chosen[c])
+            ranks[w++] = p->cands[c].rank;
+        else if (runner == nc || p->cands[c].value < p->cands[runner].value)
+            runner = c;
+    }
     assert(w == needed);
+    p->seed_col = runner == nc ? SIZE_MAX
+                               : pb__ring_column_of(p->holes, p->n_holes,
+                                                    p->cands[runner].rank);
     return 1;
 }
 

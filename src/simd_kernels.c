@@ -316,6 +316,35 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
     return m;
 }
 
+/* bits[j / 64] bit j % 64 is set iff x[j] < t, for j < n; the bits of the
+ * last word past n are 0. The compares of 64 values go to bytes (one
+ * vectorised loop), and each 8 bytes of 0 or 1 become 8 bits by one
+ * multiplication: byte i of v is bit 8i, the factor has bits 7k for k =
+ * 1 .. 8, so bit 56 + i of the product is byte i and no two partial
+ * products share a bit (no carries). */
+PB__INLINE void below_bits_body(const double *x, size_t n, double t,
+                                uint64_t *bits) {
+    size_t j = 0;
+    for (; j + 64u <= n; j += 64u) {
+        unsigned char b[64];
+        for (size_t k = 0; k < 64u; ++k) b[k] = (unsigned char)(x[j + k] < t);
+        uint64_t word = 0u;
+        for (size_t g = 0; g < 8u; ++g) {
+            uint64_t v = 0u;
+            for (size_t i = 0; i < 8u; ++i)
+                v |= (uint64_t)b[8u * g + i] << (8u * i);
+            word |= ((v * UINT64_C(0x0102040810204080)) >> 56) << (8u * g);
+        }
+        bits[j / 64u] = word;
+    }
+    if (j < n) {
+        uint64_t word = 0u;
+        for (size_t k = 0; j + k < n; ++k)
+            word |= (uint64_t)(x[j + k] < t) << k;
+        bits[j / 64u] = word;
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Variants                                                                 */
 
@@ -380,12 +409,17 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
                                              size_t *at) {                    \
         return vote_least_body(x, w, n, bar, at);                             \
     }                                                                         \
+    attr static void below_bits_##suffix(const double *x, size_t n, double t, \
+                                         uint64_t *bits) {                    \
+        below_bits_body(x, n, t, bits);                                       \
+    }                                                                         \
     static const pb__kernels kernels_##suffix = {                             \
         #suffix,           fold_rows_##suffix,    prefix_add_##suffix,        \
         store_sums_##suffix, quantise_add_##suffix, weight_flags_##suffix,    \
         widen_##suffix,    max_of_##suffix,       first_below_##suffix,       \
         least_bits_##suffix, least_u32_##suffix,  first_at_most_u32_##suffix, \
-        add_least_##suffix, record_least_##suffix, vote_least_##suffix};
+        add_least_##suffix, record_least_##suffix, vote_least_##suffix,       \
+        below_bits_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
 PB__DEFINE_VARIANT(generic, , 16u)

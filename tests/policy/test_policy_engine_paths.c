@@ -257,6 +257,15 @@ static void kernel_variants_agree(void **state) {
             /* And it is the first: none before it, x[fb] below t. */
             for (size_t j = 0; j < fb; ++j) assert_false(xa[j] < t);
             if (fb < n) assert_true(xa[fb] < t);
+            /* The bits of x < t: every variant, and each bit as defined;
+             * the rest of the last word is 0. */
+            uint64_t ba[(STRIDE + 63) / 64], bb[(STRIDE + 63) / 64];
+            g->below_bits(xa, n, t, ba);
+            all[v]->below_bits(xa, n, t, bb);
+            assert_memory_equal(ba, bb, (n + 63) / 64 * sizeof *ba);
+            for (size_t j = 0; j < (n + 63) / 64 * 64; ++j)
+                assert_int_equal((ba[j / 64] >> (j % 64)) & 1u,
+                                 j < n && xa[j] < t);
         }
     }
 }
