@@ -6,6 +6,8 @@
  * state). One token is one decode step on all 256 instances, single thread.
  * At cadence C an instance evicts back to its share every C steps (capacity
  * share + C; cadence 1 uses the default capacity and evicts every step).
+ * Each cadence runs with the instances' rows cached and streamed
+ * (pb_kvcache_config.row_stores; --rows picks one).
  *
  * The floor is the cost of touching the same attention bytes once: a memcpy
  * of each instance's weights for the token into a per-instance buffer, with
@@ -40,6 +42,7 @@ typedef struct shape_config {
     uint32_t cadences[MAX_CADENCES];
     size_t n_cadences;
     uint32_t max_cadence;
+    unsigned rows; /* bit pb_row_stores: the row stores to measure */
 } shape_config;
 
 typedef struct shape_instance {
@@ -61,14 +64,18 @@ typedef struct shape_state {
     shape_instance *inst;
 } shape_state;
 
-static pb_kvcache_pyramidkv_params params_of(const shape_config *cfg,
-                                             uint32_t layer) {
-    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-    p.budget = cfg->budget;
-    p.layer = layer;
-    p.num_layers = cfg->layers;
-    p.pyramid_ratio = cfg->ratio;
-    return p;
+/* One instance's config: PyramidKV's defaults (recent 32, obs 16, kernel
+ * 7, max pooling) at this shape. */
+static pb_kvcache_config config_of(const shape_config *cfg, uint32_t layer,
+                                   uint32_t capacity, uint32_t row_stores) {
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.budget = cfg->budget;
+    c.layer = layer;
+    c.num_layers = cfg->layers;
+    c.pyramid_ratio = cfg->ratio;
+    c.capacity = capacity;
+    c.row_stores = row_stores;
+    return c;
 }
 
 static const float *row_of(const shape_instance *in, uint64_t k) {
@@ -219,11 +226,10 @@ static void run_floor(shape_state *s, uint32_t cadence, uint64_t k0,
 static int verify_instance(const shape_state *s, size_t i, uint32_t cadence,
                            uint64_t total_tokens) {
     const shape_instance *in = &s->inst[i];
-    const pb_kvcache_pyramidkv_params params = params_of(&s->cfg, in->layer);
-    pb_kvcache_options options = PB_KVCACHE_OPTIONS_DEFAULT;
-    if (cadence > 1u) options.capacity = in->share + cadence;
+    const pb_kvcache_config config = config_of(
+        &s->cfg, in->layer, cadence > 1u ? in->share + cadence : 0u, 0u);
     ref_policy r;
-    pb_status st = ref_create(&r, &params, &options);
+    pb_status st = ref_create_config(&r, &config);
     if (st != PB_OK)
         return bench_fail(NAME, "reference create: %s", pb_status_str(st));
     uint32_t *vic = malloc(((size_t)cadence + 1u) * sizeof *vic);
@@ -257,7 +263,8 @@ static int verify_instance(const shape_state *s, size_t i, uint32_t cadence,
     return rc;
 }
 
-static int bench_cadence(shape_state *s, uint32_t cadence) {
+static int bench_cadence(shape_state *s, uint32_t cadence,
+                         uint32_t row_stores) {
     const shape_config *cfg = &s->cfg;
     const bench_options *opt = &s->opt;
     const uint64_t tokens = (cfg->tokens + cadence - 1u) / cadence * cadence;
@@ -276,11 +283,10 @@ static int bench_cadence(shape_state *s, uint32_t cadence) {
     size_t bytes = 0, peak_held = 0, steady_held = 0;
     for (size_t i = 0; i < s->n; ++i) {
         shape_instance *in = &s->inst[i];
-        const pb_kvcache_pyramidkv_params params = params_of(cfg, in->layer);
-        pb_kvcache_options options = PB_KVCACHE_OPTIONS_DEFAULT;
-        if (cadence > 1u) options.capacity = in->share + cadence;
-        pb_status st =
-            pb_kvcache_pyramidkv_create(&params, &options, NULL, &in->lib);
+        const pb_kvcache_config config = config_of(
+            cfg, in->layer, cadence > 1u ? in->share + cadence : 0u,
+            row_stores);
+        pb_status st = pb_kvcache_create(&config, NULL, &in->lib);
         if (st != PB_OK) {
             rc = bench_fail(NAME, "library create (layer %u): %s",
                             (unsigned)in->layer, pb_status_str(st));
@@ -342,12 +348,14 @@ static int bench_cadence(shape_state *s, uint32_t cadence) {
                                  (double)(cadence - 1u) / 2.0);
         const bench_stats l = bench_stats_of(lib_s + opt->warmup, opt->reps);
         const bench_stats f = bench_stats_of(floor_s + opt->warmup, opt->reps);
-        printf("cadence %3u | library %8.1f us/token [%.1f - %.1f] | memcpy "
+        printf("cadence %3u, rows %-8s | library %8.1f us/token [%.1f - "
+               "%.1f] | memcpy "
                "floor %7.1f us/token [%.1f - %.1f] (%.2f MB/token) | ratio "
                "%.2fx | peak held %zu (steady %zu, +%.1f%%), library memory "
                "%.1f MB | victims identical to the reference (%zu over %llu "
                "tokens)\n",
-               (unsigned)cadence, l.median * 1e6, l.min * 1e6, l.max * 1e6,
+               (unsigned)cadence, row_stores ? "streamed" : "cached",
+               l.median * 1e6, l.min * 1e6, l.max * 1e6,
                f.median * 1e6, f.min * 1e6, f.max * 1e6, attn_bytes / 1e6,
                l.median / f.median, peak_held, steady_held,
                100.0 * (double)(peak_held - steady_held) / (double)steady_held,
@@ -379,7 +387,7 @@ int main(int argc, char **argv) {
     int rc = bench_parse_common(
         &argc, argv, 7,
         " [--layers L] [--heads H] [--budget B] [--ratio R] [--tokens T] "
-        "[--cadence C]...",
+        "[--cadence C]... [--rows cached|streamed|both]",
         &s.opt);
     if (rc) {
         return rc == 1 ? 0 : 2;
@@ -391,8 +399,22 @@ int main(int argc, char **argv) {
     cfg->budget = quick ? 256u : 2048u;
     cfg->ratio = 4u;
     cfg->tokens = quick ? 128u : 64u;
+    cfg->rows = 3u;
     for (int i = 1; i < argc; ++i) {
         uint32_t v = 0;
+        if (i + 1 < argc && strcmp(argv[i], "--rows") == 0) {
+            const char *m = argv[++i];
+            cfg->rows = strcmp(m, "cached") == 0     ? 1u
+                        : strcmp(m, "streamed") == 0 ? 2u
+                        : strcmp(m, "both") == 0     ? 3u
+                                                     : 0u;
+            if (cfg->rows == 0u) {
+                fprintf(stderr, "%s: --rows takes cached, streamed or both, "
+                                "not '%s'\n", NAME, m);
+                return 2;
+            }
+            continue;
+        }
         const int ok = i + 1 < argc &&
                        !bench_parse_u32(argv[i + 1], 1, 1u << 24, &v);
         if (ok && strcmp(argv[i], "--layers") == 0) {
@@ -446,10 +468,14 @@ int main(int argc, char **argv) {
            "time; ratio = library median / floor median\n",
            (unsigned)cfg->tokens, s.opt.warmup, s.opt.reps);
     printf("floor:    memcpy of each instance's attention weights for the "
-           "token (the same lengths) into a per-instance buffer\n\n");
+           "token (the same lengths) into a per-instance buffer\n");
     rc = 0;
+    printf("rows:     pb_kvcache_config.row_stores; streamed writes the rows "
+           "a step copies past the caches (it changes nothing at cadence 1, "
+           "whose steps update running sums instead)\n\n");
     for (size_t c = 0; c < cfg->n_cadences && rc == 0; ++c)
-        rc = bench_cadence(&s, cfg->cadences[c]);
+        for (uint32_t m = 0; m < 2u && rc == 0; ++m)
+            if (cfg->rows >> m & 1u) rc = bench_cadence(&s, cfg->cadences[c], m);
     state_free(&s);
     return rc;
 }

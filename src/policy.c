@@ -193,7 +193,8 @@ pb_status pb_kvcache_reset(pb_kvcache *policy) {
  * kept on is zero; once all rows are, the old layout is forgotten. */
 static void rewrite_row_densely(pb_kvcache *p, const float *attn) {
     float *row = p->ring + (size_t)p->slot * p->row_stride;
-    memcpy(row, attn, p->kept * sizeof *row);
+    pb__copy_floats(row, attn, p->kept,
+                    p->cfg.row_stores == (uint32_t)PB_ROW_STORES_STREAMED);
     memset(row + p->kept, 0, p->n_lazy * sizeof *row);
     p->dense_rows |= UINT64_C(1) << p->slot;
     const uint64_t all = p->obs_window == 64u
@@ -254,8 +255,12 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
         } else if (p->sums_valid && !(flags & PB__WEIGHT_BIG)) {
             pb__filter_store_row(p, attn, attn_len);
         } else {
+            /* A row the prefix folds read next is kept in the caches. */
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
-                               attn_len, p->holes, p->n_holes);
+                               attn_len, p->holes, p->n_holes,
+                               p->cfg.row_stores ==
+                                       (uint32_t)PB_ROW_STORES_STREAMED &&
+                                   !p->prefix_valid);
             p->sums_valid = 0;
             if (p->prefix_valid)
                 p->k->prefix_add(p->ring + (size_t)p->slot * p->row_stride,

@@ -66,6 +66,7 @@ pb_status pb__config_resolve(const pb_kvcache_config *c, pb__config *out) {
     if (c->pool > (uint32_t)PB_POOL_AVG) return PB_ERR_PARAM;
     if (c->scorer > (uint32_t)PB_SCORER_NONE) return PB_ERR_PARAM;
     if (c->prefill_scope > (uint32_t)PB_PREFILL_REFERENCE) return PB_ERR_PARAM;
+    if (c->row_stores > (uint32_t)PB_ROW_STORES_STREAMED) return PB_ERR_PARAM;
     /* The prefill door scores a prompt by observation windows and knows no
      * sinks: it serves only the plain window scorer (docs/prefill.md). */
     if (c->prefill_max_len != 0u &&
@@ -105,6 +106,7 @@ pb_status pb__config_resolve(const pb_kvcache_config *c, pb__config *out) {
     out->pool = c->pool;
     out->prefill_scope = c->prefill_scope;
     out->prefill_max_len = c->prefill_max_len;
+    out->row_stores = c->row_stores;
     out->effective = effective;
     out->capacity = capacity;
     return PB_OK;

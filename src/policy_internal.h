@@ -48,13 +48,14 @@ typedef struct pb__config {
     uint32_t pool;            /* pb_pool */
     uint32_t prefill_scope;   /* pb_prefill_scope */
     uint32_t prefill_max_len; /* prompt positions of prefill scratch */
+    uint32_t row_stores;      /* pb_row_stores */
     uint32_t effective;       /* max(share, recent_window + 1) */
     uint64_t capacity;        /* positions held at most, >= 2 */
 } pb__config;
 
 /* The first released size of pb_kvcache_config (0.2): every field up to
- * prefill_max_len. A caller's struct_size may not be smaller. */
-#define PB__CONFIG_MIN_SIZE ((size_t)60)
+ * row_stores. A caller's struct_size may not be smaller. */
+#define PB__CONFIG_MIN_SIZE ((size_t)64)
 
 /* Reads a caller's versioned config by the rule of docs/abi.md into a full
  * one: the fields its struct_size covers, the defaults for the rest.
@@ -199,6 +200,11 @@ typedef struct pb__kernels {
 const pb__kernels *pb__kernels_best(void);
 const pb__kernels *pb__kernels_generic(void);
 size_t pb__kernels_available(const pb__kernels **out, size_t cap);
+
+/* dst[0 .. n-1] = src[0 .. n-1] (no overlap); with `streamed`, written
+ * past the caches where the target can (non-temporal stores and a store
+ * fence on x86), else as memcpy. Not a variant: the values are the same. */
+void pb__copy_floats(float *dst, const float *src, size_t n, int streamed);
 
 /* ------------------------------------------------------------------------ */
 /* The instance                                                             */
@@ -391,10 +397,11 @@ enum pb__path {
 /* The ring column of rank `rank` given the sorted dead columns. */
 size_t pb__ring_column_of(const size_t *holes, size_t n_holes, size_t rank);
 
-/* Copies n weights (by rank) into ring row `slot`. */
+/* Copies n weights (by rank) into ring row `slot`, past the caches with
+ * `streamed` (pb__copy_floats). */
 void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
                         const float *weights, size_t n, const size_t *holes,
-                        size_t n_holes);
+                        size_t n_holes, int streamed);
 
 /* Zeroes column `col` in every row. */
 void pb__ring_clear_column(float *ring, size_t row_stride,

@@ -10,7 +10,8 @@
  * those sums, the weight check, the max-widening and combining passes of
  * pooling, the search for the first score below a bound, the least score
  * and the first score at most a bound for the other scorers' evicts) and
- * the choice among their variants. It knows nothing of policy rules.
+ * the choice among their variants, plus the row copy that can bypass the
+ * caches (one body for every variant). It knows nothing of policy rules.
  *
  * Why this is safe for exactness: every variant is the same C function body
  * (an always-inlined static function) compiled for a different target, and
@@ -35,6 +36,12 @@
 #else
 #define PB__X86_VARIANTS 0
 #define PB__INLINE static inline
+#endif
+#if PB__X86_VARIANTS && defined(__SSE__)
+#include <xmmintrin.h>
+#define PB__STREAM_STORES 1
+#else
+#define PB__STREAM_STORES 0
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -442,6 +449,27 @@ PB__DEFINE_VARIANT(avx512, PB__AVX512_TARGET, 32u)
 #endif
 
 const pb__kernels *pb__kernels_generic(void) { return &kernels_generic; }
+
+void pb__copy_floats(float *dst, const float *src, size_t n, int streamed) {
+#if PB__STREAM_STORES
+    if (streamed) {
+        /* 16-byte aligned non-temporal stores (the baseline SSE of every
+         * x86-64); the fence orders them before whatever the caller does
+         * next, as ordinary stores would be. */
+        size_t i = 0;
+        for (; i < n && ((uintptr_t)(dst + i) & 15u) != 0u; ++i)
+            dst[i] = src[i];
+        for (; i + 4u <= n; i += 4u)
+            _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+        for (; i < n; ++i) dst[i] = src[i];
+        _mm_sfence();
+        return;
+    }
+#else
+    (void)streamed;
+#endif
+    if (n > 0u) memcpy(dst, src, n * sizeof *dst);
+}
 
 const pb__kernels *pb__kernels_best(void) {
 #if PB__X86_VARIANTS

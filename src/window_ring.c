@@ -45,13 +45,13 @@ pb__runs pb__runs_at(const size_t *holes, size_t n_holes, size_t rank) {
 
 void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
                         const float *weights, size_t n, const size_t *holes,
-                        size_t n_holes) {
+                        size_t n_holes, int streamed) {
     float *row = ring + (size_t)slot * row_stride;
     pb__runs it = {0, 0, 0};
     pb__run run;
     while (pb__run_next(&it, holes, n_holes, n, &run)) {
         assert(run.col + run.len <= row_stride);
-        memcpy(row + run.col, weights + run.rank, run.len * sizeof *weights);
+        pb__copy_floats(row + run.col, weights + run.rank, run.len, streamed);
     }
 }
 

@@ -45,7 +45,8 @@ pb_status ref_create_config(ref_policy *r, const pb_kvcache_config *c) {
     if (c->recent_window >= c->budget) return PB_ERR_PARAM;
     if (c->obs_window == 0u) return PB_ERR_PARAM;
     if (c->pool_kernel == 0u || c->pool_kernel % 2u == 0u) return PB_ERR_PARAM;
-    if (c->pool > 1u || c->prefill_scope > 1u) return PB_ERR_PARAM;
+    if (c->pool > 1u || c->prefill_scope > 1u || c->row_stores > 1u)
+        return PB_ERR_PARAM;
     if (c->scorer > (uint32_t)PB_SCORER_NONE) return PB_ERR_PARAM;
     if (c->prefill_max_len != 0u &&
         (c->scorer != (uint32_t)PB_SCORER_WINDOW || c->sinks != 0u))

@@ -309,6 +309,24 @@ typedef enum pb_prefill_scope {
     PB_PREFILL_REFERENCE = 1   /* the paper's code, exactly */
 } pb_prefill_scope;
 
+/* How an instance writes the attention rows it keeps (pb_kvcache_config
+ * .row_stores). Only speed differs: victims, scores and every status are
+ * the same either way. */
+typedef enum pb_row_stores {
+    PB_ROW_STORES_CACHED = 0,  /* ordinary stores: the row stays in the
+                                  caches for the next evict to read */
+    PB_ROW_STORES_STREAMED = 1 /* a row the window scorer keeps as a plain
+                                  copy (evicts more than 8 observed steps
+                                  apart, or average pooling) is written
+                                  past the caches: non-temporal stores on
+                                  x86; elsewhere, and in a PB_SIMD=OFF
+                                  build, as CACHED. Pays when the rings of
+                                  all instances together are well beyond
+                                  the last-level cache, as for a whole
+                                  model; costs when they fit
+                                  (docs/benchmarks.md) */
+} pb_row_stores;
+
 /* Options of the native create. Defaults in brackets. */
 typedef struct pb_kvcache_options {
     uint32_t capacity;        /* [0] positions the instance can hold before an
@@ -382,7 +400,7 @@ typedef enum pb_scorer {
  * brackets; create refuses any value outside the stated range. */
 typedef struct pb_kvcache_config {
     uint32_t struct_size;     /* sizeof(pb_kvcache_config) of the caller's
-                                 header; at least 60 (the 0.2 layout) */
+                                 header; at least 64 (the 0.2 layout) */
     uint32_t budget;          /* [512] average positions kept per layer;
                                  1 .. UINT32_MAX-1, and > recent_window */
     uint32_t layer;           /* [0] this layer, 0 .. num_layers-1 */
@@ -413,11 +431,12 @@ typedef struct pb_kvcache_config {
     uint32_t capacity;        /* [0] as pb_kvcache_options.capacity */
     uint32_t prefill_scope;   /* [PB_PREFILL_CONSISTENT] a pb_prefill_scope */
     uint32_t prefill_max_len; /* [0] as pb_kvcache_options.prefill_max_len */
+    uint32_t row_stores;      /* [PB_ROW_STORES_CACHED] a pb_row_stores */
 } pb_kvcache_config;
 
 #define PB_KVCACHE_CONFIG_DEFAULT                                             \
     { (uint32_t)sizeof(pb_kvcache_config), 512u, 0u, 1u, 4u, 0u, 32u, 16u,   \
-      7u, 0u, 0u, 0u, 0u, 0u, 0u }
+      7u, 0u, 0u, 0u, 0u, 0u, 0u, 0u }
 
 /* Creates a policy instance holding the single position 0, configured by
  * *config (NULL: PB_KVCACHE_CONFIG_DEFAULT). The same instance as
@@ -427,7 +446,7 @@ typedef struct pb_kvcache_config {
  * use is allocated here, in the amount pb_kvcache_size reports.
  *
  * Returns PB_OK and sets *out; PB_ERR_NULL if out is NULL; PB_ERR_PARAM if
- * struct_size is below 60, a byte past the known fields is not zero, a
+ * struct_size is below 64, a byte past the known fields is not zero, a
  * field is refused (see the struct comments) or the allocator lacks a
  * function; PB_ERR_TOO_LARGE if the memory needed does not fit in size_t;
  * PB_ERR_NOMEM if the allocator fails. Checked in that order, all before

@@ -1234,6 +1234,8 @@ static void gen_config(fz_reader *r, const pb_kvcache_pyramidkv_params *p,
     if (wild & 0x02u) k.sinks = wild_u32(r);
     if (wild & 0x04u) k.share = wild_u32(r);
     if (wild & 0x08u) k.prefill_max_len = wild_u32(r);
+    k.row_stores = (uint32_t)((wild >> 4) & 1u); /* changes no value */
+    if (wild & 0x20u) k.row_stores = wild_u32(r);
     *out = k;
 }
 

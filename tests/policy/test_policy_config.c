@@ -57,7 +57,7 @@ static void default_macro_and_null_agree(void **state) {
     (void)state;
     const pb_kvcache_config d = PB_KVCACHE_CONFIG_DEFAULT;
     assert_int_equal(d.struct_size, sizeof(pb_kvcache_config));
-    assert_int_equal(sizeof(pb_kvcache_config), 60u);
+    assert_int_equal(sizeof(pb_kvcache_config), 64u);
     size_t a = 0, b = 0, c = 0;
     assert_int_equal(pb_kvcache_size(NULL, &a), PB_OK);
     assert_int_equal(pb_kvcache_size(&d, &b), PB_OK);
@@ -71,7 +71,7 @@ static void default_macro_and_null_agree(void **state) {
 static void struct_size_too_small(void **state) {
     (void)state;
     pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.struct_size = 59u;
+    c.struct_size = 63u;
     expect_status(&c, PB_ERR_PARAM);
     c.struct_size = 0u;
     expect_status(&c, PB_ERR_PARAM);
@@ -122,6 +122,12 @@ static void refused_fields(void **state) {
     c = d;
     c.capacity = c.recent_window + 1u;
     expect_status(&c, PB_ERR_PARAM);
+    c = d;
+    c.row_stores = 2u;
+    expect_status(&c, PB_ERR_PARAM);
+    c = d;
+    c.row_stores = (uint32_t)PB_ROW_STORES_STREAMED;
+    expect_status(&c, PB_OK);
 }
 
 static void null_arguments(void **state) {

@@ -142,10 +142,11 @@ static scenario draw(pbt_rng *r, int scorer, int share, int sinks,
     if (scorer == PB_SCORER_WINDOW && !sinks && dpair_chance(r, .1))
         c->prefill_max_len = pbt_below(r, 100);
     c->prefill_scope = pbt_below(r, 2);
+    c->row_stores = pbt_below(r, 2);
 
     /* Now and then one refused field (or one the cell's axes refuse). */
     if (dpair_chance(r, .03)) {
-        switch (pbt_below(r, 11)) {
+        switch (pbt_below(r, 12)) {
         case 0: c->budget = 0; break;
         case 1: c->budget = UINT32_MAX; break;
         case 2: c->num_layers = 0; break;
@@ -156,6 +157,7 @@ static scenario draw(pbt_rng *r, int scorer, int share, int sinks,
         case 7: c->pool_kernel = 2 * pbt_below(r, 5); break;
         case 8: c->scorer = 5 + pbt_below(r, 3); break;
         case 9: c->prefill_max_len = 1 + pbt_below(r, 9); break;
+        case 10: c->row_stores = 2 + pbt_below(r, 9); break;
         default: c->capacity = c->recent_window + 1; break;
         }
     }
