@@ -232,9 +232,11 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
                              const float *attn, size_t attn_len) {
     if (policy == NULL) return PB_ERR_NULL;
     pb_kvcache *p = policy;
-    /* With recent_window 0 an evict may leave nothing held. */
-    if (p->kept > 0u &&
-        pos <= p->pos[pb__ring_column_of(p->holes, p->n_holes, p->kept - 1u)])
+    /* With recent_window 0 an evict may leave nothing held. No hole
+     * follows the newest held column (drop_ranks trims them). */
+    assert(p->kept == 0u || p->n_holes == 0u ||
+           p->holes[p->n_holes - 1u] < p->kept + p->n_holes - 1u);
+    if (p->kept > 0u && pos <= p->pos[p->kept + p->n_holes - 1u])
         return PB_ERR_POSITION;
     unsigned flags = 0u;
     if (attn != NULL) {

@@ -190,7 +190,8 @@ typedef struct pb__kernels {
     uint32_t (*vote_least)(uint32_t *x, const float *w, size_t n, float bar,
                            size_t *at);
     /* Bit j % 64 of bits[j / 64] is set iff x[j] < t, j < n; the rest of
-     * the last word is 0. Writes ceil(n / 64) words. */
+     * the last word is 0. Writes ceil(n / 64) words. Every x[j] >= +0 and
+     * t > 0, all finite (the quantised sums and a bound above them). */
     void (*below_bits)(const double *x, size_t n, double t, uint64_t *bits);
 } pb__kernels;
 

@@ -324,23 +324,23 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
 }
 
 /* bits[j / 64] bit j % 64 is set iff x[j] < t, for j < n; the bits of the
- * last word past n are 0. The compares of 64 values go to bytes (one
- * vectorised loop), and each 8 bytes of 0 or 1 become 8 bits by one
- * multiplication: byte i of v is bit 8i, the factor has bits 7k for k =
- * 1 .. 8, so bit 56 + i of the product is byte i and no two partial
- * products share a bit (no carries). */
+ * last word past n are 0. Every x[j] is >= +0 and t > 0 (both finite), so
+ * their bit patterns are below 2^63 and order as the values do: x[j] < t
+ * exactly when the 64-bit difference of the patterns wraps, i.e. has its
+ * top bit set. Each 64 columns make one word by OR-ing those top bits
+ * shifted into place (a vectorised loop: subtract, shift, shift by lane,
+ * OR), no compare, pack or table. */
 PB__INLINE void below_bits_body(const double *x, size_t n, double t,
                                 uint64_t *bits) {
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
     size_t j = 0;
     for (; j + 64u <= n; j += 64u) {
-        unsigned char b[64];
-        for (size_t k = 0; k < 64u; ++k) b[k] = (unsigned char)(x[j + k] < t);
         uint64_t word = 0u;
-        for (size_t g = 0; g < 8u; ++g) {
-            uint64_t v = 0u;
-            for (size_t i = 0; i < 8u; ++i)
-                v |= (uint64_t)b[8u * g + i] << (8u * i);
-            word |= ((v * UINT64_C(0x0102040810204080)) >> 56) << (8u * g);
+        for (size_t k = 0; k < 64u; ++k) {
+            uint64_t b;
+            memcpy(&b, x + j + k, sizeof b);
+            word |= ((b - tb) >> 63) << k;
         }
         bits[j / 64u] = word;
     }
