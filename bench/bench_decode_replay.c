@@ -9,7 +9,8 @@
  * whenever more than `budget` positions are held, evict(budget) is called.
  * The attention of every step is generated before any timing: a first,
  * untimed pass with the reference model decides which positions are held at
- * each step, so the trace rows can be cut to exactly those positions. Only
+ * each step, so the trace rows can be cut to exactly those positions
+ * (bench_replay_plan.c, which the --scorer tables share). Only
  * the observe and evict calls are timed. Every timed run of either
  * implementation must reproduce the victims of that pass exactly; any
  * difference is an error exit.
@@ -30,204 +31,44 @@
 #include "bench_common.h"
 #include "bench_decode_family.h"
 #include "bench_decode_scorer.h"
+#include "bench_replay_plan.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 #include "trace_decode.h"
 
 static const char *const NAME = "bench_decode_replay";
 
-/* The attention and the expected victims of every step of one replay. */
-typedef struct replay_plan {
-    uint32_t steps;      /* decode steps, t = 1 .. steps */
-    uint32_t budget;     /* evict(budget) when more are held */
-    size_t *attn_off;    /* [steps] offset of step t's row in attn */
-    uint32_t *attn_len;  /* [steps] held count before step t */
-    float *attn;         /* all rows, back to back */
-    size_t n_victims;    /* victims over the whole replay */
-    uint32_t *victims;   /* [n_victims] in call order, ascending per call */
-} replay_plan;
-
-static void plan_free(replay_plan *pl) {
-    free(pl->attn_off);
-    free(pl->attn_len);
-    bench_free(pl->attn);
-    free(pl->victims);
-    memset(pl, 0, sizeof *pl);
-}
-
-static pb_kvcache_pyramidkv_params params_for(uint32_t budget) {
-    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-    p.budget = budget;
-    return p;
-}
-
-/* Runs the reference once, untimed, building the rows and the victims.
- * As in the policybook harness, a step's row is the full trace row
- * gathered at the held positions, not renormalised. */
-static int plan_build(replay_plan *pl, uint32_t steps, uint32_t budget) {
-    memset(pl, 0, sizeof *pl);
-    pl->steps = steps;
-    pl->budget = budget;
-    size_t total = 0;
-    for (uint32_t t = 1; t <= steps; ++t) total += t < budget ? t : budget;
-    pl->attn_off = malloc(steps * sizeof *pl->attn_off);
-    pl->attn_len = malloc(steps * sizeof *pl->attn_len);
-    pl->attn = bench_alloc(total * sizeof *pl->attn);
-    pl->victims = malloc((size_t)steps * sizeof *pl->victims);
-    float *full = malloc(PB_WL_POSITIONS * sizeof *full);
-    pb_wl_shape shape;
-    pb_wl_trace trace;
-    memset(&trace, 0, sizeof trace);
-    pb_wl_shape_decode4096(&shape);
-    ref_policy ref;
-    memset(&ref, 0, sizeof ref);
-    const pb_kvcache_pyramidkv_params params = params_for(budget);
-    if (!pl->attn_off || !pl->attn_len || !pl->attn || !pl->victims ||
-        !full || pb_wl_trace_init(&trace, &shape, PB_WL_POSITIONS) != 0 ||
-        ref_create(&ref, &params, NULL) != PB_OK) {
-        free(full);
-        pb_wl_trace_free(&trace);
-        ref_destroy(&ref);
-        plan_free(pl);
-        return bench_fail(NAME, "cannot allocate the plan for budget %u",
-                          (unsigned)budget);
-    }
-
-    size_t off = 0;
-    uint32_t hash = PB_WL_FNV_OFFSET;
-    int rc = 0;
-    for (uint32_t t = 1; t <= steps && rc == 0; ++t) {
-        const size_t n = ref.kept;
-        if (off + n > total) { /* unreachable: held <= min(t, budget) */
-            rc = bench_fail(NAME, "plan overflow at step %u", (unsigned)t);
-            break;
-        }
-        if (pb_wl_trace_next(&trace, full) != t) {
-            rc = bench_fail(NAME, "the trace ended before step %u",
-                            (unsigned)t);
-            break;
-        }
-        hash = pb_wl_fnv1a_floats(hash, full, t);
-        float *row = pl->attn + off;
-        for (size_t i = 0; i < n; ++i) row[i] = full[ref.pos[i]];
-        pl->attn_off[t - 1] = off;
-        pl->attn_len[t - 1] = (uint32_t)n;
-        off += n;
-        pb_status st = ref_observe(&ref, t, row, n);
-        if (st == PB_OK && ref.kept > budget) {
-            size_t nv = 0;
-            st = ref_evict(&ref, budget, pl->victims + pl->n_victims,
-                           steps - pl->n_victims, &nv);
-            pl->n_victims += nv;
-        }
-        if (st != PB_OK)
-            rc = bench_fail(NAME, "reference refused step %u: %s",
-                            (unsigned)t, pb_status_str(st));
-    }
-    if (rc == 0 && steps == PB_WL_POSITIONS - 1u &&
-        hash != PB_WL_DECODE4096_HASH)
-        rc = bench_fail(NAME, "decode-4096 hash %u, expected %u",
-                        (unsigned)hash, (unsigned)PB_WL_DECODE4096_HASH);
-    ref_destroy(&ref);
-    pb_wl_trace_free(&trace);
-    free(full);
-    if (rc) plan_free(pl);
-    return rc;
-}
-
-/* One timed replay through the library; victims go to out[]. Returns the
- * elapsed seconds (the thread's CPU seconds in *cpu), or a negative value if
- * a call failed. */
-static double replay_library(pb_kvcache *p, const replay_plan *pl,
-                             uint32_t *out, size_t out_cap, size_t *n_out,
-                             double *cpu) {
-    if (pb_kvcache_reset(p) != PB_OK) return -1.0;
-    const uint32_t budget = pl->budget;
-    size_t held = 1, nv = 0;
-    unsigned bad = 0;
-    const double c0 = bench_cpu_now();
-    const double t0 = bench_now();
-    for (uint32_t t = 1; t <= pl->steps; ++t) {
-        bad |= (unsigned)pb_kvcache_observe(p, t, pl->attn + pl->attn_off[t - 1],
-                                            pl->attn_len[t - 1]);
-        ++held;
-        if (held > budget) {
-            size_t n = 0;
-            bad |= (unsigned)pb_kvcache_evict(p, budget, out + nv, out_cap - nv,
-                                              &n);
-            nv += n;
-            held -= n;
-        }
-    }
-    const double t1 = bench_now();
-    *cpu = bench_cpu_now() - c0;
-    *n_out = nv;
-    return bad ? -1.0 : t1 - t0;
-}
-
-/* The same replay through the reference model. */
-static double replay_reference(ref_policy *r, const replay_plan *pl,
-                               uint32_t *out, size_t out_cap, size_t *n_out,
-                               double *cpu) {
-    ref_reset(r);
-    const uint32_t budget = pl->budget;
-    size_t held = 1, nv = 0;
-    unsigned bad = 0;
-    const double c0 = bench_cpu_now();
-    const double t0 = bench_now();
-    for (uint32_t t = 1; t <= pl->steps; ++t) {
-        bad |= (unsigned)ref_observe(r, t, pl->attn + pl->attn_off[t - 1],
-                                     pl->attn_len[t - 1]);
-        ++held;
-        if (held > budget) {
-            size_t n = 0;
-            bad |= (unsigned)ref_evict(r, budget, out + nv, out_cap - nv, &n);
-            nv += n;
-            held -= n;
-        }
-    }
-    const double t1 = bench_now();
-    *cpu = bench_cpu_now() - c0;
-    *n_out = nv;
-    return bad ? -1.0 : t1 - t0;
-}
-
-/* 0 when a run's victims are the plan's; otherwise reports the first
- * difference. */
-static int check_victims(const replay_plan *pl, const uint32_t *got,
-                         size_t n_got, const char *who) {
-    if (n_got != pl->n_victims)
-        return bench_fail(NAME, "budget %u: %s evicted %zu positions, the "
-                                "reference %zu",
-                          (unsigned)pl->budget, who, n_got, pl->n_victims);
-    for (size_t i = 0; i < n_got; ++i)
-        if (got[i] != pl->victims[i])
-            return bench_fail(NAME, "budget %u: victim #%zu differs: %s %u, "
-                                    "reference %u",
-                              (unsigned)pl->budget, i, who, (unsigned)got[i],
-                              (unsigned)pl->victims[i]);
-    return 0;
+/* PyramidKV's defaults at this budget: layer 0 of 1, recent 32, obs 16,
+ * kernel 7, max pooling, capacity budget + 1. */
+static pb_kvcache_config config_for(uint32_t budget) {
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.budget = budget;
+    return c;
 }
 
 static int bench_budget(uint32_t budget, uint32_t steps,
                         const bench_options *opt) {
-    replay_plan pl;
-    if (plan_build(&pl, steps, budget)) return 1;
+    const pb_kvcache_config config = config_for(budget);
+    bench_replay_plan pl;
+    if (bench_replay_plan_build(&pl, &config, steps, 1u)) return 1;
 
-    const pb_kvcache_pyramidkv_params params = params_for(budget);
     pb_kvcache *lib = NULL;
     ref_policy ref;
-    pb_status st = pb_kvcache_pyramidkv_create(&params, NULL, NULL, &lib);
+    pb_status st = pb_kvcache_create(&config, NULL, &lib);
     if (st != PB_OK) {
-        plan_free(&pl);
+        bench_replay_plan_free(&pl);
         return bench_fail(NAME, "library create: %s", pb_status_str(st));
     }
-    st = ref_create(&ref, &params, NULL);
+    st = ref_create_config(&ref, &config);
     if (st != PB_OK) {
         pb_kvcache_destroy(lib);
-        plan_free(&pl);
+        bench_replay_plan_free(&pl);
         return bench_fail(NAME, "reference create: %s", pb_status_str(st));
     }
+    const bench_replayer library = bench_replayer_library(lib);
+    const bench_replayer reference = bench_replayer_reference(&ref);
+    char what[32];
+    snprintf(what, sizeof what, "budget %u", (unsigned)budget);
     const unsigned runs = opt->warmup + opt->reps;
     uint32_t *got = malloc((size_t)steps * sizeof *got);
     double *lib_rate = malloc(runs * sizeof *lib_rate);
@@ -244,23 +85,23 @@ static int bench_budget(uint32_t budget, uint32_t steps,
     for (unsigned r = 0; r < runs && rc == 0; ++r) {
         size_t n = 0;
         double cpu = 0.0;
-        double s = replay_library(lib, &pl, got, steps, &n, &cpu);
+        double s = bench_replay_run(&library, &pl, got, steps, &n, &cpu);
         if (s < 0.0) {
-            rc = bench_fail(NAME, "budget %u: a library call failed",
-                            (unsigned)budget);
+            rc = bench_fail(NAME, "%s: a library call failed", what);
             break;
         }
-        if ((rc = check_victims(&pl, got, n, "library")) != 0) break;
+        if ((rc = bench_replay_check(&pl, got, n, what, "library")) != 0)
+            break;
         lib_rate[r] = (double)steps / s;
         lib_cpu[r] = (double)steps / cpu;
 
-        s = replay_reference(&ref, &pl, got, steps, &n, &cpu);
+        s = bench_replay_run(&reference, &pl, got, steps, &n, &cpu);
         if (s < 0.0) {
-            rc = bench_fail(NAME, "budget %u: a reference call failed",
-                            (unsigned)budget);
+            rc = bench_fail(NAME, "%s: a reference call failed", what);
             break;
         }
-        if ((rc = check_victims(&pl, got, n, "reference")) != 0) break;
+        if ((rc = bench_replay_check(&pl, got, n, what, "reference")) != 0)
+            break;
         ref_rate[r] = (double)steps / s;
         ref_cpu[r] = (double)steps / cpu;
     }
@@ -289,7 +130,7 @@ done:
     free(ref_cpu);
     ref_destroy(&ref);
     pb_kvcache_destroy(lib);
-    plan_free(&pl);
+    bench_replay_plan_free(&pl);
     return rc;
 }
 

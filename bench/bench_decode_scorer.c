@@ -16,8 +16,8 @@
  * A first, untimed pass through the reference model (tests/
  * reference_model.c, created from the same pb_kvcache_config) decides which
  * positions are held at each step, so each row is cut to exactly those
- * positions, and records the victims; every timed library replay must
- * reproduce them exactly, else the program fails.
+ * positions, and records the victims (bench_replay_plan.c); every timed
+ * library replay must reproduce them exactly, else the program fails.
  *
  * The floor is the cheapest thing a step can do with its row: one memcpy of
  * the row (the same bytes, the same order of steps) into a buffer of the
@@ -34,9 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_replay_plan.h"
 #include "pyramidkv/pyramidkv.h"
-#include "reference_model.h"
-#include "trace_decode.h"
 
 static const char *const NAME = "bench_decode_replay";
 
@@ -81,124 +80,11 @@ static pb_kvcache_config config_of(const bench_scorer_spec *spec,
     return c;
 }
 
-/* The rows and the expected victims of one replay. */
-typedef struct scorer_plan {
-    uint32_t steps, budget, cadence;
-    size_t *off;       /* [steps] offset of step t's row in attn */
-    uint32_t *len;     /* [steps] held count before step t */
-    float *attn;       /* all rows back to back */
-    size_t n_victims;
-    uint32_t *victims; /* [steps] in call order, ascending per call */
-    size_t row_bytes;  /* sum of the rows' bytes */
-} scorer_plan;
-
-static void plan_free(scorer_plan *pl) {
-    free(pl->off);
-    free(pl->len);
-    bench_free(pl->attn);
-    free(pl->victims);
-    memset(pl, 0, sizeof *pl);
-}
-
-/* Runs the reference once, untimed, building the rows and the victims. */
-static int plan_build(scorer_plan *pl, const pb_kvcache_config *config,
-                      uint32_t steps, uint32_t cadence) {
-    memset(pl, 0, sizeof *pl);
-    const uint32_t budget = config->budget;
-    pl->steps = steps;
-    pl->budget = budget;
-    pl->cadence = cadence;
-    const size_t most = (size_t)budget + cadence;
-    size_t total = 0;
-    for (uint32_t t = 1; t <= steps; ++t) total += t < most ? t : most;
-    pl->off = malloc(steps * sizeof *pl->off);
-    pl->len = malloc(steps * sizeof *pl->len);
-    pl->attn = bench_alloc(total * sizeof *pl->attn);
-    pl->victims = malloc((size_t)steps * sizeof *pl->victims);
-    float *full = malloc(PB_WL_POSITIONS * sizeof *full);
-    pb_wl_shape shape;
-    pb_wl_trace trace;
-    memset(&trace, 0, sizeof trace);
-    pb_wl_shape_decode4096(&shape);
-    ref_policy ref;
-    memset(&ref, 0, sizeof ref);
-    int rc = 0;
-    if (!pl->off || !pl->len || !pl->attn || !pl->victims || !full ||
-        pb_wl_trace_init(&trace, &shape, PB_WL_POSITIONS) != 0 ||
-        ref_create_config(&ref, config) != PB_OK)
-        rc = bench_fail(NAME, "cannot allocate the plan (scorer %s, budget "
-                              "%u, cadence %u)",
-                        scorer_names[config->scorer], (unsigned)budget,
-                        (unsigned)cadence);
-    size_t off = 0;
-    for (uint32_t t = 1; t <= steps && rc == 0; ++t) {
-        const size_t n = ref.kept;
-        if (off + n > total) { /* unreachable: held <= min(t, most) */
-            rc = bench_fail(NAME, "plan overflow at step %u", (unsigned)t);
-            break;
-        }
-        if (pb_wl_trace_next(&trace, full) != t) {
-            rc = bench_fail(NAME, "the trace ended before step %u",
-                            (unsigned)t);
-            break;
-        }
-        float *row = pl->attn + off;
-        for (size_t i = 0; i < n; ++i) row[i] = full[ref.pos[i]];
-        pl->off[t - 1] = off;
-        pl->len[t - 1] = (uint32_t)n;
-        off += n;
-        pb_status st = ref_observe(&ref, t, row, n);
-        if (st == PB_OK && ref.kept >= (size_t)budget + cadence) {
-            size_t nv = 0;
-            st = ref_evict(&ref, budget, pl->victims + pl->n_victims,
-                           steps - pl->n_victims, &nv);
-            pl->n_victims += nv;
-        }
-        if (st != PB_OK)
-            rc = bench_fail(NAME, "the reference refused step %u: %s",
-                            (unsigned)t, pb_status_str(st));
-    }
-    pl->row_bytes = off * sizeof(float);
-    ref_destroy(&ref);
-    pb_wl_trace_free(&trace);
-    free(full);
-    if (rc) plan_free(pl);
-    return rc;
-}
-
-/* One timed replay through the library; victims go to out[]. Returns the
- * wall seconds (CPU seconds in *cpu), or a negative value if a call
- * failed. */
-static double replay_library(pb_kvcache *p, const scorer_plan *pl,
-                             uint32_t *out, size_t out_cap, size_t *n_out,
-                             double *cpu) {
-    if (pb_kvcache_reset(p) != PB_OK) return -1.0;
-    const size_t trigger = (size_t)pl->budget + pl->cadence;
-    size_t held = 1, nv = 0;
-    unsigned bad = 0;
-    const double c0 = bench_cpu_now();
-    const double t0 = bench_now();
-    for (uint32_t t = 1; t <= pl->steps; ++t) {
-        bad |= (unsigned)pb_kvcache_observe(p, t, pl->attn + pl->off[t - 1],
-                                            pl->len[t - 1]);
-        if (++held >= trigger) {
-            size_t n = 0;
-            bad |= (unsigned)pb_kvcache_evict(p, pl->budget, out + nv,
-                                              out_cap - nv, &n);
-            nv += n;
-            held -= n;
-        }
-    }
-    const double t1 = bench_now();
-    *cpu = bench_cpu_now() - c0;
-    *n_out = nv;
-    return bad ? -1.0 : t1 - t0;
-}
-
 static volatile float floor_sink;
 
 /* The floor over the same steps: one memcpy of each row into dst. */
-static double replay_floor(const scorer_plan *pl, float *dst, double *cpu) {
+static double replay_floor(const bench_replay_plan *pl, float *dst,
+                           double *cpu) {
     float acc = 0.0f;
     const double c0 = bench_cpu_now();
     const double t0 = bench_now();
@@ -211,21 +97,6 @@ static double replay_floor(const scorer_plan *pl, float *dst, double *cpu) {
     *cpu = bench_cpu_now() - c0;
     floor_sink = acc;
     return t1 - t0;
-}
-
-static int check_victims(const scorer_plan *pl, const uint32_t *got,
-                         size_t n_got, const char *what) {
-    if (n_got != pl->n_victims)
-        return bench_fail(NAME, "%s: the library evicted %zu positions, the "
-                                "reference %zu",
-                          what, n_got, pl->n_victims);
-    for (size_t i = 0; i < n_got; ++i)
-        if (got[i] != pl->victims[i])
-            return bench_fail(NAME, "%s: victim #%zu differs: library %u, "
-                                    "reference %u",
-                              what, i, (unsigned)got[i],
-                              (unsigned)pl->victims[i]);
-    return 0;
 }
 
 static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
@@ -241,11 +112,12 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
     if (st != PB_OK)
         return bench_fail(NAME, "%s: library create: %s", what,
                           pb_status_str(st));
-    scorer_plan pl;
-    if (plan_build(&pl, &config, steps, cadence)) {
+    bench_replay_plan pl;
+    if (bench_replay_plan_build(&pl, &config, steps, cadence)) {
         pb_kvcache_destroy(lib);
         return 1;
     }
+    const bench_replayer library = bench_replayer_library(lib);
     const unsigned runs = opt->warmup + opt->reps;
     uint32_t *got = malloc((size_t)steps * sizeof *got);
     float *dst = bench_alloc(((size_t)budget + cadence) * sizeof *dst);
@@ -258,12 +130,13 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
     for (unsigned r = 0; r < runs && rc == 0; ++r) {
         size_t n = 0;
         double cpu = 0.0;
-        const double s = replay_library(lib, &pl, got, steps, &n, &cpu);
+        const double s = bench_replay_run(&library, &pl, got, steps, &n, &cpu);
         if (s < 0.0) {
             rc = bench_fail(NAME, "%s: a library call failed", what);
             break;
         }
-        if ((rc = check_victims(&pl, got, n, what)) != 0) break;
+        if ((rc = bench_replay_check(&pl, got, n, what, "library")) != 0)
+            break;
         v[0][r] = 1e6 * s / steps;
         v[2][r] = 1e6 * cpu / steps;
         v[1][r] = 1e6 * replay_floor(&pl, dst, &cpu) / steps;
@@ -288,7 +161,7 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
     free(got);
     bench_free(dst);
     for (int k = 0; k < 4; ++k) free(v[k]);
-    plan_free(&pl);
+    bench_replay_plan_free(&pl);
     pb_kvcache_destroy(lib);
     return rc;
 }
