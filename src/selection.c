@@ -41,24 +41,37 @@ static unsigned bit_length(uint64_t v) {
 #endif
 }
 
-void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
-                       pb__cut *out) {
+/* Key i: the bit pattern of a non-negative double (wide) or a 32-bit
+ * key. */
+static inline uint64_t key_at(const void *keys, int wide, size_t i) {
+    if (wide) {
+        const uint64_t b = pb__key_bits(((const double *)keys)[i]);
+        assert(b >> 63 == 0u); /* no negative key, not even -0.0 */
+        return b;
+    }
+    return ((const uint32_t *)keys)[i];
+}
+
+/* The search over either kind of key (`wide` is a constant in each caller,
+ * so each gets its own loop). */
+static inline void select_lowest(const void *keys, int wide, size_t n,
+                                 size_t k, size_t *hist, pb__cut *out) {
     assert(k <= n);
     if (k == 0u) { /* nothing is below 0 */
         out->below = 0u;
         out->take_equal = 0u;
         return;
     }
-    if (k == n) { /* every key of a non-negative double is below 2^63 */
-        out->below = UINT64_C(1) << 63;
+    if (k == n) { /* every key is below 2^63 (a non-negative double), or
+                     below 2^32 */
+        out->below = UINT64_C(1) << (wide ? 63u : 32u);
         out->take_equal = 0u;
         return;
     }
 
     uint64_t lo = UINT64_MAX, hi = 0u;
     for (size_t i = 0; i < n; ++i) {
-        const uint64_t b = pb__key_bits(keys[i]);
-        assert(b >> 63 == 0u); /* no negative key, not even -0.0 */
+        const uint64_t b = key_at(keys, wide, i);
         lo = b < lo ? b : lo;
         hi = b > hi ? b : hi;
     }
@@ -70,7 +83,7 @@ void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
 
     /* Invariant: the k-th smallest key has the bits `prefix` above bit
      * `top`, and is the rank-th smallest of the keys that do. */
-    unsigned top = bit_length(lo ^ hi); /* <= 63: the sign bits agree */
+    unsigned top = bit_length(lo ^ hi); /* <= 63: the top bits agree */
     uint64_t prefix = lo >> top;
     size_t rank = k;
     for (;;) {
@@ -80,7 +93,7 @@ void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
         const uint64_t mask = (uint64_t)bins - 1u;
         memset(hist, 0, bins * sizeof *hist);
         for (size_t i = 0; i < n; ++i) {
-            const uint64_t b = pb__key_bits(keys[i]);
+            const uint64_t b = key_at(keys, wide, i);
             if (b >> top == prefix) hist[(b >> shift) & mask] += 1u;
         }
         size_t d = 0, before = 0;
@@ -102,58 +115,13 @@ void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
     }
 }
 
+void pb__select_lowest(const double *keys, size_t n, size_t k, size_t *hist,
+                       pb__cut *out) {
+    select_lowest(keys, 1, n, k, hist, out);
+}
+
 /* The same search over 32-bit keys: at most 4 passes. */
 void pb__select_lowest_u32(const uint32_t *keys, size_t n, size_t k,
                            size_t *hist, pb__cut *out) {
-    assert(k <= n);
-    if (k == 0u) {
-        out->below = 0u;
-        out->take_equal = 0u;
-        return;
-    }
-    if (k == n) { /* every key is below 2^32 */
-        out->below = UINT64_C(1) << 32;
-        out->take_equal = 0u;
-        return;
-    }
-    uint32_t lo = UINT32_MAX, hi = 0u;
-    for (size_t i = 0; i < n; ++i) {
-        lo = keys[i] < lo ? keys[i] : lo;
-        hi = keys[i] > hi ? keys[i] : hi;
-    }
-    if (lo == hi) {
-        out->below = lo;
-        out->take_equal = k;
-        return;
-    }
-    unsigned top = bit_length((uint64_t)(lo ^ hi));
-    uint64_t prefix = (uint64_t)lo >> top;
-    size_t rank = k;
-    for (;;) {
-        const unsigned shift = top > 8u ? top - 8u : 0u;
-        const unsigned width = top - shift;
-        const size_t bins = (size_t)1 << width;
-        const uint64_t mask = (uint64_t)bins - 1u;
-        memset(hist, 0, bins * sizeof *hist);
-        for (size_t i = 0; i < n; ++i) {
-            const uint64_t b = keys[i];
-            if (b >> top == prefix) hist[(b >> shift) & mask] += 1u;
-        }
-        size_t d = 0, before = 0;
-        while (before + hist[d] < rank) before += hist[d++];
-        assert(d < bins);
-        rank -= before;
-        prefix = (prefix << width) | (uint64_t)d;
-        top = shift;
-        if (hist[d] == rank) {
-            out->below = (prefix + 1u) << shift;
-            out->take_equal = 0u;
-            return;
-        }
-        if (top == 0u) {
-            out->below = prefix;
-            out->take_equal = rank;
-            return;
-        }
-    }
+    select_lowest(keys, 0, n, k, hist, out);
 }
