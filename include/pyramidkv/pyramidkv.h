@@ -317,14 +317,14 @@ typedef enum pb_row_stores {
                                   caches for the next evict to read */
     PB_ROW_STORES_STREAMED = 1 /* a row the window scorer keeps as a plain
                                   copy (evicts more than 8 observed steps
-                                  apart, or average pooling) is written
-                                  past the caches: non-temporal stores on
-                                  x86; elsewhere, and in a PB_SIMD=OFF
-                                  build, as CACHED. Pays when the rings of
-                                  all instances together are well beyond
-                                  the last-level cache, as for a whole
-                                  model; costs when they fit
-                                  (docs/benchmarks.md) */
+                                  apart, average pooling, or pool_kernel
+                                  above 31) is written past the caches:
+                                  non-temporal stores on x86; elsewhere,
+                                  and in a PB_SIMD=OFF build, as CACHED.
+                                  Pays when the rings of all instances
+                                  together are well beyond the last-level
+                                  cache, as for a whole model; costs when
+                                  they fit (docs/benchmarks.md) */
 } pb_row_stores;
 
 /* Options of the native create. Defaults in brackets. */
