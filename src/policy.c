@@ -43,21 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator.h"
 #include "policy_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Create, size, destroy, reset                                             */
-
-static void *default_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    return malloc(n);
-}
-
-static void default_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    (void)n;
-    free(p);
-}
 
 static void reset_state(pb_kvcache *p) {
     p->fresh = 1;
@@ -88,15 +78,12 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
     pb__config cfg;
     st = pb__config_resolve(&c, &cfg);
     if (st != PB_OK) return st;
-    if (allocator != NULL &&
-        (allocator->alloc == NULL || allocator->free == NULL))
-        return PB_ERR_PARAM;
+    pb_allocator a;
+    if (!pb__allocator_of(allocator, &a)) return PB_ERR_PARAM;
     pb__layout layout;
     st = pb__layout_of(&cfg, &layout);
     if (st != PB_OK) return st;
 
-    pb_allocator a = {default_alloc, default_free, NULL};
-    if (allocator != NULL) a = *allocator;
     void *block = a.alloc(a.ctx, layout.total);
     if (block == NULL) return PB_ERR_NOMEM;
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocator.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define PROFILE_ALIGN ((uint64_t)64)
@@ -91,17 +92,6 @@ PB_API pb_status pb_profile_size(const pb_profile_params *params,
     return PB_OK;
 }
 
-static void *default_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    return malloc(n);
-}
-
-static void default_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    (void)n;
-    free(p);
-}
-
 static void clear(pb_profile *p) {
     const size_t l = p->num_layers, m = p->max_len;
     memset(p->rows, 0, 8u * l);
@@ -117,12 +107,10 @@ PB_API pb_status pb_profile_create(const pb_profile_params *params,
     *out = NULL;
     pb_profile_params p;
     if (resolve(params, &p) != PB_OK) return PB_ERR_PARAM;
-    if (allocator != NULL && (allocator->alloc == NULL || allocator->free == NULL))
-        return PB_ERR_PARAM;
+    pb_allocator a;
+    if (!pb__allocator_of(allocator, &a)) return PB_ERR_PARAM;
     const layout o = layout_of(&p);
     if (o.total > (uint64_t)SIZE_MAX) return PB_ERR_TOO_LARGE;
-    pb_allocator a = {default_alloc, default_free, NULL};
-    if (allocator != NULL) a = *allocator;
     unsigned char *block = (unsigned char *)a.alloc(a.ctx, (size_t)o.total);
     if (block == NULL) return PB_ERR_NOMEM;
     pb_profile *prof = (pb_profile *)(void *)block;
