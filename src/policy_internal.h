@@ -153,14 +153,17 @@ typedef struct pb__kernels {
     void (*prefix_add)(const float *row, double *q, const size_t *holes,
                        size_t n_holes, size_t n, unsigned restart);
     /* For ranks 0 .. n-1 in their columns (past the holes): the row's
-     * cell = weights[rank], and the column's sum += q(new) - q(old). */
-    void (*store_sums)(float *row, const float *weights, double *sums,
-                       const size_t *holes, size_t n_holes, size_t n,
-                       double scale);
-    /* sums[j] += q(src[j]); returns 1 if some src[j] is at or above the
+     * cell = weights[rank], and the column's sum += q(new) - q(old).
+     * Returns 1 if q rounded some new weight (w * scale not an integer;
+     * or, in a directed rounding mode, perhaps when it did not). */
+    unsigned (*store_sums)(float *row, const float *weights, double *sums,
+                           const size_t *holes, size_t n_holes, size_t n,
+                           double scale);
+    /* sums[j] += q(src[j]); sets *rounded to 1 if q rounded some src[j]
+     * (as store_sums says it); returns 1 if some src[j] is at or above the
      * limit (bit pattern of a float). */
     unsigned (*quantise_add)(const float *src, double *sums, size_t n,
-                             double scale, uint32_t limit);
+                             double scale, uint32_t limit, unsigned *rounded);
     /* PB__WEIGHT_BAD | PB__WEIGHT_BIG as they apply to w[0 .. n-1]. */
     unsigned (*weight_flags)(const float *w, size_t n, uint32_t limit);
     /* x[i] <- max(x[i], x[i+d]) for i + d < n. */
@@ -319,6 +322,10 @@ struct pb_kvcache {
                              window score then needs only the slots not yet
                              rewritten in this turn of the ring */
     double q_scale;       /* 2^q_shift: weight -> fixed point */
+    uint64_t rounded_rows;/* while sums_valid, bit s: ring row s may hold a
+                             weight of a held position that q rounded; 0
+                             (with obs_window <= 64): every window score
+                             is its sum / q_scale, exactly */
     uint32_t q_limit_bits;/* bit pattern of the first float too large to
                              quantise; such a weight drops the sums */
     uint32_t gap;         /* observed steps since the last evict that

@@ -47,6 +47,17 @@
  * window score: a tie, which the ranks break, so nothing is read from the
  * ring.
  *
+ * When q rounded no weight a held position has in the ring (each row's
+ * store says whether it rounded one), the sums need no bound at all: every
+ * weight is an integer multiple of 2^-K, so is every partial sum of a
+ * window score's fold, and each is exact in a double (below 2^(53-K)); the
+ * fold never rounds, the window score is exactly S * 2^-K and a pooled
+ * score exactly M * 2^-K. Then the victims are simply the least (M, rank)
+ * pairs, however many ranks tie (select_exact), which is what lets the
+ * filter serve inputs whose exact ties used to send it back to the
+ * streaming path. Any weight of at least 2^(23-K) (2^-20 at obs_window 16)
+ * is such a multiple, as is 0.
+ *
  * Weights at or above 2^PB__Q_LIMIT_LOG2 (16) are not quantised: one of
  * them makes the sums invalid until the next rebuild finds none left.
  *
@@ -114,19 +125,30 @@ int pb__filter_rebuild(pb_kvcache *p) {
      * it (see window_max_at). */
     for (size_t t = 0; t < p->n_holes; ++t) sums[p->holes[t]] = 0.0;
     unsigned big = 0u;
+    p->rounded_rows = 0u;
     for (uint32_t s = 0; s < p->obs_window; ++s) {
         const float *row = p->ring + (size_t)s * p->row_stride;
         pb__runs rit = {0, 0, 0};
+        unsigned rounded = 0u;
         while (pb__run_next(&rit, p->holes, p->n_holes, n, &run))
             big |= p->k->quantise_add(row + run.col, sums + run.col, run.len,
-                                      p->q_scale, p->q_limit_bits);
+                                      p->q_scale, p->q_limit_bits, &rounded);
+        if (rounded && s < 64u) p->rounded_rows |= UINT64_C(1) << s;
     }
     return big == 0u;
 }
 
 void pb__filter_store_row(pb_kvcache *p, const float *weights, size_t n) {
-    p->k->store_sums(p->ring + (size_t)p->slot * p->row_stride, weights,
-                     p->scores, p->holes, p->n_holes, n, p->q_scale);
+    /* The row's held cells are all rewritten, so its bit is the new
+     * weights' alone (a dropped column's cells are held no more). */
+    const unsigned rounded =
+        p->k->store_sums(p->ring + (size_t)p->slot * p->row_stride, weights,
+                         p->scores, p->holes, p->n_holes, n, p->q_scale);
+    if (p->slot < 64u) {
+        const uint64_t bit = UINT64_C(1) << p->slot;
+        p->rounded_rows = rounded ? p->rounded_rows | bit
+                                  : p->rounded_rows & ~bit;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -236,11 +258,38 @@ typedef struct scan_state {
     size_t needed, heap_n, nc, hp; /* hp: holes before the column visited */
     double thr, obs;
     int fixed, overflow;
+    int exact; /* window maxima are the pooled scores: see scan_exact */
 } scan_state;
+
+static void cand_sift_down(struct pb__candidate *heap, size_t n, size_t i);
+static void cand_push(struct pb__candidate *heap, size_t n,
+                      struct pb__candidate v);
+static void sort_ranks(size_t *ranks, size_t n);
+
+/* take() of an exact scan: a max-heap in cands[] of the `needed` least
+ * (window max, rank) pairs, ranks ascending over calls, so a later rank
+ * with an equal max never displaces a kept one. */
+static void take_exact(pb_kvcache *p, scan_state *st, size_t rank,
+                       double v) {
+    struct pb__candidate *heap = p->cands;
+    const struct pb__candidate c = {rank, v};
+    if (st->heap_n < st->needed) {
+        cand_push(heap, st->heap_n++, c);
+        if (st->heap_n == st->needed) st->thr = heap[0].value;
+    } else if (v < heap[0].value) {
+        heap[0] = c;
+        cand_sift_down(heap, st->heap_n, 0u);
+        st->thr = heap[0].value;
+    }
+}
 
 /* A held rank's exact window max v: updates the heap and the threshold
  * and records the rank while it may still be a candidate. */
 static void take(pb_kvcache *p, scan_state *st, size_t rank, double v) {
+    if (st->exact) {
+        take_exact(p, st, rank, v);
+        return;
+    }
     if (!st->fixed && st->heap_n < st->needed) {
         heap_push(p->heap, st->heap_n++, v);
         if (st->heap_n == st->needed) st->thr = threshold(p->heap[0], st->obs);
@@ -320,18 +369,18 @@ static unsigned lowest_bit(uint64_t v) {
  * compare each), the bits of each window are ANDed on whole words, and
  * only the columns whose window passes get their exact window max. */
 static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
-                   double thr) {
+                   double thr, int exact) {
     const size_t h = p->half_kernel, w = 2u * h + 1u;
     const size_t n_cols = p->kept + p->n_holes;
     const size_t ce =
         pb__ring_column_of(p->holes, p->n_holes, evictable - 1u) + 1u;
     scan_state st = {needed, 0u, 0u, 0u, thr, (double)p->obs_window,
-                     thr >= 0.0, 0};
+                     thr >= 0.0, 0, exact};
     /* One victim: the runner-up of the last scan, if it is still an
      * evictable held column, bounds this one's minimum from above, so no
      * column whose window max exceeds T*(its max) can matter. */
     double seed_thr = -1.0;
-    if (!st.fixed && needed == 1u && p->seed_col < ce) {
+    if (!st.fixed && needed == 1u + (size_t)exact && p->seed_col < ce) {
         size_t a = 0, b = p->n_holes; /* holes before seed_col */
         while (a < b) {
             const size_t mid = a + (b - a) / 2u;
@@ -340,8 +389,10 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
             else
                 b = mid;
         }
-        if (a == p->n_holes || p->holes[a] != p->seed_col)
-            seed_thr = threshold(window_max_at(p, p->seed_col, a), st.obs);
+        if (a == p->n_holes || p->holes[a] != p->seed_col) {
+            const double m = window_max_at(p, p->seed_col, a);
+            seed_thr = exact ? m : threshold(m, st.obs);
+        }
     }
     size_t c = 0;
     for (; c < ce && (c < h || (!st.fixed && st.heap_n < needed)); ++c)
@@ -358,9 +409,15 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
         const size_t lo = c - h, nb = m + 2u * h;
         const size_t have = n_cols - lo < nb ? n_cols - lo : nb;
         const size_t nw = (nb + 63u) / 64u;
-        const double bound =
-            seed_thr >= 0.0 && seed_thr < st.thr ? seed_thr : st.thr;
-        p->k->below_bits(p->scores + lo, have, next_up(bound), bits);
+        /* Bits of sum <= bound. An exact scan that bounds by its heap's top
+         * wants sum < top only: a later rank whose window max equals the
+         * top cannot displace it (with many exact ties at the least
+         * score, that skips them all). */
+        const int by_seed = seed_thr >= 0.0 && seed_thr < st.thr;
+        const double bound = by_seed ? seed_thr : st.thr;
+        p->k->below_bits(p->scores + lo, have,
+                         st.exact && !by_seed ? bound : next_up(bound),
+                         bits);
         if (have % 64u != 0u) bits[have / 64u] |= ~UINT64_C(0) << (have % 64u);
         for (size_t i = (have + 63u) / 64u; i < nw; ++i) bits[i] = ~UINT64_C(0);
         unsigned cover = 1u;
@@ -392,6 +449,11 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
                 const size_t j = i * 64u + lowest_bit(word);
                 word &= word - 1u;
                 const size_t r = j + h, col = c + j;
+                /* The bits may come from a bound the heap has since
+                 * lowered: a column whose own sum already rules it out
+                 * (its window max is at least that sum) is passed over. */
+                const double own = p->scores[col];
+                if (st.exact ? own >= st.thr : own > st.thr) continue;
                 const uint64_t below_r = (UINT64_C(1) << (r % 64u)) - 1u;
                 if ((hb[r / 64u] >> (r % 64u)) & 1u) continue; /* a hole */
                 const size_t before = before_word[r / 64u] +
@@ -415,6 +477,32 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
     return st.overflow ? SIZE_MAX : st.nc;
 }
 
+/* The filtered selection when no held cell's q rounded (rounded_rows 0):
+ * then every weight of a window is an integer multiple of 2^-K, so every
+ * partial sum of the window score's fold is one too, below 2^(53-K)
+ * (the sums are below 2^53), and is exact in a double: the fold never
+ * rounds and the window score is exactly sum * 2^-K. The pooled score of
+ * a rank is then exactly its window max of sums times 2^-K, so the
+ * victims are the `needed` least (window max, rank) pairs, with no bound,
+ * no exact score and no limit on ties. The heap keeps one pair more when
+ * there is one: the runner-up, the next scan's seed. */
+static int select_exact(pb_kvcache *p, size_t evictable, size_t needed,
+                        size_t *ranks) {
+    const size_t keep = needed < evictable ? needed + 1u : needed;
+    scan(p, evictable, keep, -1.0, 1);
+    struct pb__candidate *heap = p->cands;
+    size_t n = keep;
+    p->seed_col = SIZE_MAX;
+    if (keep > needed) { /* the top is the runner-up */
+        p->seed_col = pb__ring_column_of(p->holes, p->n_holes, heap[0].rank);
+        heap[0] = heap[--n];
+        cand_sift_down(heap, n, 0u);
+    }
+    for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
+    sort_ranks(ranks, needed);
+    return 1;
+}
+
 int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
                       size_t *ranks) {
     assert(p->filter_ok && p->sums_valid);
@@ -427,10 +515,12 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
         assert(p->scores[p->holes[t]] == 0.0);
 #endif
 
-    size_t nc = scan(p, evictable, needed, -1.0);
+    if (p->obs_window <= 64u && p->rounded_rows == 0u)
+        return select_exact(p, evictable, needed, ranks);
+    size_t nc = scan(p, evictable, needed, -1.0, 0);
     const double thr = threshold(p->heap[0], obs); /* the heap is full */
     if (nc == SIZE_MAX) {
-        nc = scan(p, evictable, needed, thr);
+        nc = scan(p, evictable, needed, thr, 0);
         if (nc == SIZE_MAX) return 0;
     } else {
         size_t w = 0;

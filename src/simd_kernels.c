@@ -107,38 +107,63 @@ PB__INLINE double quantise(double scale, float w) {
     return ((double)w * scale + 0x1p52) - 0x1p52;
 }
 
-PB__INLINE void store_sums_body(float *restrict row,
-                                const float *restrict weights,
-                                double *restrict sums, size_t n,
-                                double scale) {
+/* The bits of q(w) - w * scale: 0 exactly when q did not round (w * scale
+ * is an integer; a non-zero difference never rounds to 0). OR-ed over a
+ * loop they say whether any weight rounded (see score_filter.c for what an
+ * instance without any such weight gains). */
+PB__INLINE uint64_t rounding_bits(double q, double scale, float w) {
+    const double d = q - (double)w * scale;
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+/* Stores the row, updates the sums; returns 1 if q rounded some weight
+ * stored. */
+PB__INLINE unsigned store_sums_body(float *restrict row,
+                                    const float *restrict weights,
+                                    double *restrict sums, size_t n,
+                                    double scale) {
+    uint64_t rounded = 0u;
     for (size_t j = 0; j < n; ++j) {
         const float old = row[j], w = weights[j];
         row[j] = w;
-        sums[j] += quantise(scale, w) - quantise(scale, old);
+        const double qw = quantise(scale, w);
+        sums[j] += qw - quantise(scale, old);
+        rounded |= rounding_bits(qw, scale, w);
     }
+    return rounded != 0u;
 }
 
 /* store_sums_body over every run of live columns of a row. */
-PB__INLINE void store_sums_runs_body(float *row, const float *weights,
-                                     double *sums, const size_t *holes,
-                                     size_t n_holes, size_t n, double scale) {
+PB__INLINE unsigned store_sums_runs_body(float *row, const float *weights,
+                                         double *sums, const size_t *holes,
+                                         size_t n_holes, size_t n,
+                                         double scale) {
     pb__runs it = {0, 0, 0};
     pb__run run;
+    unsigned rounded = 0u;
     while (pb__run_next(&it, holes, n_holes, n, &run))
-        store_sums_body(row + run.col, weights + run.rank, sums + run.col,
-                        run.len, scale);
+        rounded |= store_sums_body(row + run.col, weights + run.rank,
+                                   sums + run.col, run.len, scale);
+    return rounded;
 }
 
 PB__INLINE unsigned quantise_add_body(const float *restrict src,
                                       double *restrict sums, size_t n,
-                                      double scale, uint32_t limit) {
+                                      double scale, uint32_t limit,
+                                      unsigned *rounded) {
     uint32_t big = 0u;
+    uint64_t r = 0u;
     for (size_t j = 0; j < n; ++j) {
         uint32_t b;
         memcpy(&b, src + j, sizeof b);
         big |= (uint32_t)((b & UINT32_C(0x7FFFFFFF)) >= limit);
-        sums[j] += quantise(scale, src[j]);
+        const double q = quantise(scale, src[j]);
+        sums[j] += q;
+        r |= rounding_bits(q, scale, src[j]);
     }
+    *rounded |= (unsigned)(r != 0u);
     return big != 0u;
 }
 
@@ -368,15 +393,16 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
                                          size_t n, unsigned restart) {        \
         prefix_add_body(row, q, holes, n_holes, n, restart);                  \
     }                                                                         \
-    attr static void store_sums_##suffix(                                     \
+    attr static unsigned store_sums_##suffix(                                 \
         float *row, const float *weights, double *sums, const size_t *holes,  \
         size_t n_holes, size_t n, double scale) {                             \
-        store_sums_runs_body(row, weights, sums, holes, n_holes, n, scale);   \
+        return store_sums_runs_body(row, weights, sums, holes, n_holes, n,    \
+                                    scale);                                   \
     }                                                                         \
     attr static unsigned quantise_add_##suffix(                               \
         const float *src, double *sums, size_t n, double scale,               \
-        uint32_t limit) {                                                     \
-        return quantise_add_body(src, sums, n, scale, limit);                 \
+        uint32_t limit, unsigned *rounded) {                                  \
+        return quantise_add_body(src, sums, n, scale, limit, rounded);        \
     }                                                                         \
     attr static unsigned weight_flags_##suffix(const float *w, size_t n,      \
                                                uint32_t limit) {              \

@@ -226,19 +226,41 @@ static void kernel_variants_agree(void **state) {
             memcpy(row_b, ring, sizeof row_b);
             const size_t holes[3] = {3, 9, 10};
             const size_t nh = n > 12 ? 3 : 0, live = n - nh;
-            g->store_sums(row_a, wf, sa, holes, nh, live, scale);
-            all[v]->store_sums(row_b, wf, sb, holes, nh, live, scale);
+            /* Some weights q rounds (not multiples of 1 / scale). */
+            for (size_t i = 0; i < n; i += 3)
+                wf[i] = (float)pbt_below(&r, 1000) * 0x1p-30f;
+            /* ... or none, now and then. */
+            if (pbt_below(&r, 3) == 0)
+                for (size_t i = 0; i < n; i += 3) wf[i] = 0.25f;
+            const unsigned rca =
+                g->store_sums(row_a, wf, sa, holes, nh, live, scale);
+            const unsigned rcb =
+                all[v]->store_sums(row_b, wf, sb, holes, nh, live, scale);
             assert_memory_equal(row_a, row_b, n * sizeof *row_a);
             assert_memory_equal(sa, sb, n * sizeof *sa);
+            /* Whether q rounded a weight stored, as defined. */
+            unsigned want = 0;
+            for (size_t k = 0; k < live; ++k)
+                want |= (double)wf[k] * scale !=
+                        (double)(int64_t)((double)wf[k] * scale);
+            assert_int_equal(rca, want);
+            assert_int_equal(rcb, want);
             /* Valid weights only (the library never quantises others),
              * some at or above the limit of 16. */
             for (size_t i = 0; i < n; ++i)
                 wf[i] =
                     pbt_below(&r, 30) ? (float)pbt_unit(&r) : 16.0f + (float)i;
-            const unsigned qa = g->quantise_add(wf, sa, n, scale, 0x41800000u);
+            unsigned ca = 0, cb = 0, cw = 0;
+            const unsigned qa =
+                g->quantise_add(wf, sa, n, scale, 0x41800000u, &ca);
             const unsigned qb =
-                all[v]->quantise_add(wf, sb, n, scale, 0x41800000u);
+                all[v]->quantise_add(wf, sb, n, scale, 0x41800000u, &cb);
             assert_int_equal(qa, qb);
+            for (size_t i = 0; i < n; ++i)
+                cw |= (double)wf[i] * scale !=
+                      (double)(int64_t)((double)wf[i] * scale);
+            assert_int_equal(ca, cw);
+            assert_int_equal(cb, cw);
             assert_memory_equal(sa, sb, n * sizeof *sa);
             /* Pooling helpers. */
             double ya[STRIDE], yb[STRIDE];
@@ -275,7 +297,7 @@ static void kernel_variants_agree(void **state) {
 
 static unsigned long paths[6], misses, big_drops, rebuilt;
 static unsigned long lazy_entered, lazy_finished_by_evict, lazy_left_by_steps;
-static unsigned long prefix_streams;
+static unsigned long prefix_streams, exact_evicts;
 
 typedef struct trio {
     pb_kvcache *fast;   /* the engine as shipped */
@@ -293,6 +315,12 @@ static float decode_weight(pbt_rng *r, int style, size_t i, size_t n) {
     case 1: return (float)pbt_unit(r) / (float)n;
     case 2: return (float)pbt_below(r, 3) * .125f; /* ties */
     case 3: return pbt_below(r, 3) ? 0.0f : (float)pbt_unit(r);
+    case 4: /* decode-4096's kind: a flat floor every position shares
+             * exactly, a local band and sinks, all multiples of 2^-16 (no
+             * sum rounds: the exact selection, with many exact ties) */
+        if (i < 2 || i + 8 >= n) return (float)(1 + pbt_below(r, 64)) * 0x1p-10f;
+        return pbt_below(r, 16) == 0 ? (float)(1 + pbt_below(r, 8)) * 0x1p-16f
+                                     : 0x1p-16f;
     default: /* now and then a weight the sums cannot take */
         return pbt_below(r, 4000) == 0 ? 20.0f + (float)pbt_unit(r)
                                    : (float)pbt_unit(r) * 1e-3f;
@@ -327,7 +355,7 @@ static void run_decode(unsigned long seed) {
     pb_kvcache_options o = PB_KVCACHE_OPTIONS_DEFAULT;
     const uint32_t max_cadence = 1 + pbt_below(&r, 12);
     o.capacity = p.budget + max_cadence + 1;
-    const int style = (int)pbt_below(&r, 5);
+    const int style = (int)pbt_below(&r, 6);
 
     trio t;
     const pb__kernels *variants[4];
@@ -369,6 +397,9 @@ static void run_decode(unsigned long seed) {
             pbt_below(&r, 10) ? p.budget : pbt_below(&r, p.budget + 1);
         size_t na = 0, nb = 0, nc = 0, nd = 0;
         const int valid_before = t.fast->sums_valid;
+        const int exact_before = valid_before &&
+                                 t.fast->obs_window <= 64u &&
+                                 t.fast->rounded_rows == 0u;
         const size_t lazy_before = t.fast->n_lazy;
         const int prefix_before = t.fast->prefix_valid;
         assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 1024, &na), PB_OK);
@@ -389,6 +420,10 @@ static void run_decode(unsigned long seed) {
             ++prefix_streams;
         if (t.fast->n_lazy > 0u) ++lazy_entered;
         if (nc > 0) {
+            if (exact_before &&
+                (t.fast->last_path == PB__PATH_FILTERED ||
+                 t.fast->last_path == PB__PATH_FILTERED_COMPACTED))
+                ++exact_evicts;
             paths[t.fast->last_path] += 1;
             paths[t.stream->last_path] += 1;
             assert_int_equal(t.full->last_path, PB__PATH_FULL);
@@ -420,9 +455,10 @@ static void every_path_agrees(void **state) {
            paths[PB__PATH_STREAMED_COMPACTED], misses, big_drops, rebuilt);
     printf("lazy compaction: entered %lu, finished early by an evict %lu, "
            "left after every row was rewritten %lu; streamed on prefix "
-           "folds %lu\n",
+           "folds %lu; filtered exactly (no sum rounds) %lu\n",
            lazy_entered, lazy_finished_by_evict, lazy_left_by_steps,
-           prefix_streams);
+           prefix_streams, exact_evicts);
+    assert_true(exact_evicts > 0);
     for (unsigned k = PB__PATH_FULL; k <= PB__PATH_STREAMED_COMPACTED; ++k)
         assert_true(paths[k] > 0);
     assert_true(lazy_entered > 0);
