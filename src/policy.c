@@ -175,13 +175,18 @@ pb_status pb_kvcache_reset(pb_kvcache *policy) {
 /* ------------------------------------------------------------------------ */
 /* Observe                                                                  */
 
+/* Whether the instance writes the rows it copies past the caches. */
+static int streamed_rows(const pb_kvcache *p) {
+    return p->cfg.row_stores == (uint32_t)PB_ROW_STORES_STREAMED;
+}
+
 /* In the lazy state: writes the step into its row with column == rank and
  * zeroes the old layout's tail, so the row is dense and every column from
  * kept on is zero; once all rows are, the old layout is forgotten. */
 static void rewrite_row_densely(pb_kvcache *p, const float *attn) {
     float *row = p->ring + (size_t)p->slot * p->row_stride;
-    pb__copy_floats(row, attn, p->kept,
-                    p->cfg.row_stores == (uint32_t)PB_ROW_STORES_STREAMED);
+    pb__ring_store_row(p->ring, p->row_stride, p->slot, attn, p->kept, NULL,
+                       0u, streamed_rows(p)); /* no holes: one copy */
     memset(row + p->kept, 0, p->n_lazy * sizeof *row);
     p->dense_rows |= UINT64_C(1) << p->slot;
     const uint64_t all = p->obs_window == 64u
@@ -247,9 +252,7 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
             /* A row the prefix folds read next is kept in the caches. */
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
                                attn_len, p->holes, p->n_holes,
-                               p->cfg.row_stores ==
-                                       (uint32_t)PB_ROW_STORES_STREAMED &&
-                                   !p->prefix_valid);
+                               streamed_rows(p) && !p->prefix_valid);
             p->sums_valid = 0;
             if (p->prefix_valid)
                 p->k->prefix_add(p->ring + (size_t)p->slot * p->row_stride,

@@ -206,9 +206,12 @@ const pb__kernels *pb__kernels_generic(void);
 size_t pb__kernels_available(const pb__kernels **out, size_t cap);
 
 /* dst[0 .. n-1] = src[0 .. n-1] (no overlap); with `streamed`, written
- * past the caches where the target can (non-temporal stores and a store
- * fence on x86), else as memcpy. Not a variant: the values are the same. */
+ * past the caches where the target can (non-temporal stores on x86), else
+ * as memcpy. Not a variant: the values are the same. pb__copy_fence(
+ * streamed) must follow the last such copy of a batch (one store fence on
+ * x86, nothing elsewhere). */
 void pb__copy_floats(float *dst, const float *src, size_t n, int streamed);
+void pb__copy_fence(int streamed);
 
 /* ------------------------------------------------------------------------ */
 /* The instance                                                             */
@@ -406,7 +409,7 @@ enum pb__path {
 size_t pb__ring_column_of(const size_t *holes, size_t n_holes, size_t rank);
 
 /* Copies n weights (by rank) into ring row `slot`, past the caches with
- * `streamed` (pb__copy_floats). */
+ * `streamed` (pb__copy_floats, one fence after the whole row). */
 void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
                         const float *weights, size_t n, const size_t *holes,
                         size_t n_holes, int streamed);

@@ -258,7 +258,7 @@ typedef struct scan_state {
     size_t needed, heap_n, nc, hp; /* hp: holes before the column visited */
     double thr, obs;
     int fixed, overflow;
-    int exact; /* window maxima are the pooled scores: see scan_exact */
+    int exact; /* window maxima are the pooled scores: see select_exact */
 } scan_state;
 
 static void cand_sift_down(struct pb__candidate *heap, size_t n, size_t i);

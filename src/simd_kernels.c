@@ -480,21 +480,29 @@ void pb__copy_floats(float *dst, const float *src, size_t n, int streamed) {
 #if PB__STREAM_STORES
     if (streamed) {
         /* 16-byte aligned non-temporal stores (the baseline SSE of every
-         * x86-64); the fence orders them before whatever the caller does
-         * next, as ordinary stores would be. */
+         * x86-64). */
         size_t i = 0;
         for (; i < n && ((uintptr_t)(dst + i) & 15u) != 0u; ++i)
             dst[i] = src[i];
         for (; i + 4u <= n; i += 4u)
             _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
         for (; i < n; ++i) dst[i] = src[i];
-        _mm_sfence();
         return;
     }
 #else
     (void)streamed;
 #endif
     if (n > 0u) memcpy(dst, src, n * sizeof *dst);
+}
+
+void pb__copy_fence(int streamed) {
+#if PB__STREAM_STORES
+    /* Orders the non-temporal stores before whatever the caller does
+     * next, as ordinary stores would be. */
+    if (streamed) _mm_sfence();
+#else
+    (void)streamed;
+#endif
 }
 
 const pb__kernels *pb__kernels_best(void) {

@@ -53,6 +53,7 @@ void pb__ring_store_row(float *ring, size_t row_stride, uint32_t slot,
         assert(run.col + run.len <= row_stride);
         pb__copy_floats(row + run.col, weights + run.rank, run.len, streamed);
     }
+    pb__copy_fence(streamed);
 }
 
 void pb__ring_clear_column(float *ring, size_t row_stride,
