@@ -220,6 +220,46 @@ static void finish_lazy(pb_kvcache *p) {
     p->dense_rows = 0u;
 }
 
+/* Weights checked, and bytes prefetched ahead of the check, a piece at a
+ * time (see check_weights). */
+#define PB__CHECK_PIECE ((size_t)256)
+#define PB__CHECK_AHEAD ((size_t)2)
+
+/* The weight check of a step (flags as weight_flags gives them), a piece
+ * at a time with the weights PB__CHECK_AHEAD pieces ahead and, when the
+ * step will write one, the same span of its ring row prefetched. The first
+ * reads of a step's weights and row miss the caches when many instances
+ * take turns (a model's layers and heads), and a hardware prefetcher
+ * starts each new stream late; asking for the lines ahead keeps several
+ * misses in flight. The row is written after the check (into the slot's
+ * columns 0 .. n+holes-1), so its lines are at hand by then. Measured in
+ * docs/benchmarks.md ("Speed without AVX-512"). */
+static unsigned check_weights(const pb_kvcache *p, const float *attn,
+                              size_t n) {
+    const float *row =
+        p->cfg.scorer == (uint32_t)PB_SCORER_WINDOW
+            ? p->ring + (size_t)p->slot * p->row_stride
+            : NULL;
+    /* A row within the first look-ahead is checked in one call: its
+     * prefetches could come no earlier than its reads. */
+    if (n <= (PB__CHECK_AHEAD + 1u) * PB__CHECK_PIECE)
+        return p->k->weight_flags(attn, n, p->q_limit_bits);
+    const size_t line = PB__ALIGN / sizeof(float);
+    size_t ahead = 0; /* weights prefetched: 0 .. ahead-1 */
+    unsigned flags = 0u;
+    for (size_t i = 0; i < n; i += PB__CHECK_PIECE) {
+        const size_t want = i + (PB__CHECK_AHEAD + 1u) * PB__CHECK_PIECE;
+        const size_t to = want < n ? want : n;
+        for (; ahead < to; ahead += line) {
+            PB__PREFETCH(attn + ahead, 0);
+            if (row != NULL) PB__PREFETCH(row + ahead, 1);
+        }
+        const size_t len = n - i < PB__CHECK_PIECE ? n - i : PB__CHECK_PIECE;
+        flags |= p->k->weight_flags(attn + i, len, p->q_limit_bits);
+    }
+    return flags;
+}
+
 pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
                              const float *attn, size_t attn_len) {
     if (policy == NULL) return PB_ERR_NULL;
@@ -233,7 +273,7 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
     unsigned flags = 0u;
     if (attn != NULL) {
         if (attn_len != p->kept) return PB_ERR_LENGTH;
-        flags = p->k->weight_flags(attn, attn_len, p->q_limit_bits);
+        flags = check_weights(p, attn, attn_len);
         if (flags & PB__WEIGHT_BAD) return PB_ERR_WEIGHT;
     }
     if (p->kept >= p->capacity) return PB_ERR_FULL;

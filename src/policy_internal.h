@@ -35,6 +35,14 @@
  * instance is padded to whole lines, so two instances never share a line. */
 #define PB__ALIGN ((size_t)64)
 
+/* A hint that the cache line holding addr is read (rw 0) or written (rw 1)
+ * soon. It changes no value; compilers without the builtin get nothing. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PB__PREFETCH(addr, rw) __builtin_prefetch((addr), (rw), 3)
+#else
+#define PB__PREFETCH(addr, rw) ((void)(addr))
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Resolved configuration                                                   */
 
