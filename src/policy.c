@@ -394,7 +394,7 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
      * step's rewrite (the lazy state), or, where rows cannot be tracked,
      * compact everything now. */
     if (long_gap && p->lazy_ok && !p->sums_valid && !p->prefix_valid &&
-        p->n_holes + k <= pb__lazy_room(p->max_holes)) {
+        p->n_holes + k <= pb__lazy_room(p->capacity)) {
         mark_alive(p, n_cols, cols, k);
         pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
         size_t a = p->n_holes, b = k, out = p->n_holes + k;

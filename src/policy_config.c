@@ -146,12 +146,16 @@ static int region(size_t *cursor, size_t bytes, size_t *offset) {
     return 1;
 }
 
-/* Dead columns tolerated before a cheap evict compacts: 1/32 of the
- * capacity (2.4 bytes per position at obs_window 16), so the compaction,
- * which moves every ring row, pos[] and the sums, is paid once per that
- * many victims. */
+/* Dead columns tolerated before a cheap evict compacts: 1/64 of the
+ * capacity (1.2 bytes per position at obs_window 16, besides the ring's
+ * columns), so the compaction, which moves every ring row, pos[] and the
+ * sums, is paid once per that many victims. Each hole also costs every
+ * later step until then: it cuts each row a step writes into one more run,
+ * and widens the windows the filter's scan must walk past it. Measured on
+ * the model shape at cadence 1 (docs/benchmarks.md), halving the allowance
+ * from 1/32 saved more per step than the compactions twice as often cost. */
 static size_t max_holes_of(size_t capacity) {
-    return capacity / 32u > 8u ? capacity / 32u : 8u;
+    return capacity / 64u > 8u ? capacity / 64u : 8u;
 }
 
 /* The block of an instance whose scorer is not the window: the positions,
@@ -185,9 +189,9 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     const size_t capacity = (size_t)cfg->capacity;
     const size_t max_holes = max_holes_of(capacity);
     /* pos[] and the sums hold at most max_holes dead columns; a ring row of
-     * the lazy state's old layout at most pb__lazy_room(max_holes). */
+     * the lazy state's old layout at most pb__lazy_room(capacity). */
     const size_t columns = capacity + max_holes;
-    const size_t ring_columns = capacity + pb__lazy_room(max_holes);
+    const size_t ring_columns = capacity + pb__lazy_room(capacity);
     const size_t obs = (size_t)cfg->params.obs_window;
     const size_t floats_per_line = PB__ALIGN / sizeof(float);
 
@@ -196,7 +200,7 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     size_t pos_bytes = columns, ring_bytes = row_stride;
     size_t score_bytes = columns, alive_bytes = (ring_columns + 63u) / 64u;
     size_t hole_bytes = max_holes;
-    size_t lazy_bytes = pb__lazy_room(max_holes);
+    size_t lazy_bytes = pb__lazy_room(capacity);
     size_t hist_bytes = PB__HIST_BINS, prefill_bytes = 0;
     size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
     size_t heap_bytes = PB__FILTER_MAX_NEEDED;

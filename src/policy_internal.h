@@ -270,7 +270,7 @@ struct pb_kvcache {
     const pb__kernels *k; /* the hot loops, chosen at create */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */
     size_t row_stride;    /* floats from one ring row to the next, >=
-                             capacity + pb__lazy_room(max_holes) */
+                             capacity + pb__lazy_room(capacity) */
 
     uint32_t *pos;        /* [capacity + max_holes] positions by column,
                              ascending */
@@ -285,7 +285,7 @@ struct pb_kvcache {
                              surviving columns */
     size_t *holes;        /* [max_holes] dead columns, ascending */
     size_t n_holes, max_holes;
-    size_t *lazy_holes;   /* [pb__lazy_room(max_holes)] dead
+    size_t *lazy_holes;   /* [pb__lazy_room(capacity)] dead
                              columns of the rows not yet rewritten,
                              ascending; n_lazy > 0 only in the lazy state */
     size_t n_lazy;
@@ -470,12 +470,12 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 
 /* Dead columns a ring row of the lazy state's old layout may hold: the
  * holes and the victims of the evict that entered it (drop_ranks compacts
- * at once beyond). One cheap evict's victims always fit, and from a
- * capacity of 2,048 on the holes' own allowance is the room, so the ring
- * carries no fixed columns for it. */
-static inline size_t pb__lazy_room(size_t max_holes) {
-    return max_holes > PB__FILTER_MAX_NEEDED ? max_holes
-                                             : PB__FILTER_MAX_NEEDED;
+ * at once beyond). 1/32 of the capacity, at least twice the holes'
+ * allowance (policy_config.c), and at least one cheap evict's victims;
+ * from a capacity of 2,048 on the ring carries no fixed columns for it. */
+static inline size_t pb__lazy_room(size_t capacity) {
+    return capacity / 32u > PB__FILTER_MAX_NEEDED ? capacity / 32u
+                                                  : PB__FILTER_MAX_NEEDED;
 }
 /* ... and as long as no more candidates than this need exact scores. */
 #define PB__FILTER_MAX_CANDIDATES ((size_t)128)
