@@ -312,24 +312,6 @@ static void visit(pb_kvcache *p, scan_state *st, size_t c) {
     take(p, st, c - st->hp, window_max_at(p, c, st->hp));
 }
 
-/* The set bits of a word (no table, no compiler builtin). */
-static unsigned popcount64(uint64_t v) {
-    v = v - ((v >> 1) & UINT64_C(0x5555555555555555));
-    v = (v & UINT64_C(0x3333333333333333)) +
-        ((v >> 2) & UINT64_C(0x3333333333333333));
-    v = (v + (v >> 4)) & UINT64_C(0x0F0F0F0F0F0F0F0F);
-    return (unsigned)((v * UINT64_C(0x0101010101010101)) >> 56);
-}
-
-/* Bits from .. from+len-1 (len <= 64) of the bit array b of nw words. */
-static uint64_t bits_at(const uint64_t *b, size_t nw, size_t from,
-                        size_t len) {
-    const size_t wd = from / 64u, sh = from % 64u;
-    uint64_t v = b[wd] >> sh;
-    if (sh != 0u && wd + 1u < nw) v |= b[wd + 1u] << (64u - sh);
-    return len == 64u ? v : v & ((UINT64_C(1) << len) - 1u);
-}
-
 /* Columns whose bits one pass of the scan tests: few in the first pass,
  * whose threshold comes from the first ranks only, more afterwards. */
 #define PB__SCAN_FIRST ((size_t)64)
@@ -398,7 +380,7 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
     for (; c < ce && (c < h || (!st.fixed && st.heap_n < needed)); ++c)
         visit(p, &st, c);
     uint64_t bits[PB__SCAN_WORDS];
-    size_t hq = 0; /* holes before lo */
+    size_t hq = 0; /* holes before the column last taken */
     while (c < ce) {
         /* Columns c .. c+m-1, their windows lo .. lo+nb-1; the bits past
          * the held columns count as set (the windows end there). */
@@ -427,39 +409,28 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
         }
         if (cover < w) and_shift(bits, nw, (unsigned)w - cover);
         /* Bit j now says whether columns lo+j .. lo+j+w-1, the window of
-         * column c+j, all passed. The holes among those columns, as bits
-         * from lo, give each passing column its rank, and the window of a
-         * column with no hole around it is just the columns c-h .. c+h. */
-        while (hq < p->n_holes && p->holes[hq] < lo) ++hq;
-        uint64_t hb[PB__SCAN_WORDS];
-        size_t before_word[PB__SCAN_WORDS]; /* holes before each word */
-        memset(hb, 0, nw * sizeof *hb);
-        for (size_t t = hq; t < p->n_holes && p->holes[t] < lo + nb; ++t)
-            hb[(p->holes[t] - lo) / 64u] |= UINT64_C(1)
-                                            << ((p->holes[t] - lo) % 64u);
-        for (size_t i = 0, acc = hq; i < nw; ++i) {
-            before_word[i] = acc;
-            acc += popcount64(hb[i]);
-        }
+         * column c+j, all passed. The passing columns come in ascending
+         * order over the whole scan, so one pointer into the holes gives
+         * each its rank and says whether a hole lies within h columns of
+         * it; a column with none there has just the columns c-h .. c+h as
+         * its window. */
         for (size_t i = 0; i * 64u < m; ++i) {
             uint64_t word = bits[i];
             if (m - i * 64u < 64u)
                 word &= (UINT64_C(1) << (m - i * 64u)) - 1u;
             while (word != 0u) {
-                const size_t j = i * 64u + lowest_bit(word);
+                const size_t col = c + i * 64u + lowest_bit(word);
                 word &= word - 1u;
-                const size_t r = j + h, col = c + j;
                 /* The bits may come from a bound the heap has since
                  * lowered: a column whose own sum already rules it out
                  * (its window max is at least that sum) is passed over. */
                 const double own = p->scores[col];
                 if (st.exact ? own >= st.thr : own > st.thr) continue;
-                const uint64_t below_r = (UINT64_C(1) << (r % 64u)) - 1u;
-                if ((hb[r / 64u] >> (r % 64u)) & 1u) continue; /* a hole */
-                const size_t before = before_word[r / 64u] +
-                                      popcount64(hb[r / 64u] & below_r);
+                while (hq < p->n_holes && p->holes[hq] < col) ++hq;
+                if (hq < p->n_holes && p->holes[hq] == col) continue;
                 double v;
-                if (bits_at(hb, nw, j, w) == 0u) {
+                if ((hq == 0u || p->holes[hq - 1u] + h < col) &&
+                    (hq == p->n_holes || p->holes[hq] > col + h)) {
                     const double *x = p->scores;
                     const size_t end =
                         col + h < n_cols ? col + h : n_cols - 1u;
@@ -467,9 +438,9 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
                     for (size_t t = col - h + 1u; t <= end; ++t)
                         v = v < x[t] ? x[t] : v;
                 } else {
-                    v = window_max_at(p, col, before);
+                    v = window_max_at(p, col, hq);
                 }
-                take(p, &st, col - before, v);
+                take(p, &st, col - hq, v);
             }
         }
         c += m;
