@@ -64,6 +64,8 @@ static void reset_state(pb_kvcache *p) {
     p->filter_backoff = 0u;
     p->last_path = PB__PATH_NONE;
     p->seed_col = SIZE_MAX;
+    p->guess_m = -1.0;
+    p->guess_step = 4u;
     p->pos[0] = 0u;
     pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, 0u);
 }

@@ -348,6 +348,11 @@ struct pb_kvcache {
     size_t seed_col;      /* a column whose window max seeds the next
                              filtered scan of one victim (the runner-up of
                              the last one); only a hint, SIZE_MAX: none */
+    double guess_m;       /* the last such scan's needed-th least window
+                             max, the next one's guessed bound; a hint,
+                             < 0: none (score_filter.c, scan) */
+    unsigned guess_step;  /* the guess's margin is 2^-guess_step,
+                             0 .. PB__GUESS_STEPS */
     unsigned last_path;   /* how the last evict that chose victims went, a
                              pb__path (read by white-box tests only) */
 
@@ -467,6 +472,10 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 
 /* The filtered and the streaming paths take at most this many victims ... */
 #define PB__FILTER_MAX_NEEDED ((size_t)64)
+
+/* The least margin of the filtered scan's guessed bound: 2^-20 of the
+ * last needed-th least window max (score_filter.c, scan). */
+#define PB__GUESS_STEPS 20u
 
 /* Dead columns a ring row of the lazy state's old layout may hold: the
  * holes and the victims of the evict that entered it (drop_ranks compacts

@@ -78,6 +78,7 @@
  * work, the same bits.
  */
 #include <assert.h>
+#include <math.h>
 #include <string.h>
 
 #include "policy_internal.h"
@@ -259,6 +260,7 @@ typedef struct scan_state {
     double thr, obs;
     int fixed, overflow;
     int exact; /* window maxima are the pooled scores: see select_exact */
+    size_t taken; /* columns whose window max was taken */
 } scan_state;
 
 static void cand_sift_down(struct pb__candidate *heap, size_t n, size_t i);
@@ -286,6 +288,7 @@ static void take_exact(pb_kvcache *p, scan_state *st, size_t rank,
 /* A held rank's exact window max v: updates the heap and the threshold
  * and records the rank while it may still be a candidate. */
 static void take(pb_kvcache *p, scan_state *st, size_t rank, double v) {
+    st->taken += 1u;
     if (st->exact) {
         take_exact(p, st, rank, v);
         return;
@@ -350,14 +353,15 @@ static unsigned lowest_bit(uint64_t v) {
  * columns are tested a pass at a time on bits (sum <= thr, one vectorised
  * compare each), the bits of each window are ANDed on whole words, and
  * only the columns whose window passes get their exact window max. */
-static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
-                   double thr, int exact) {
+static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
+                        double thr, int exact, double guess,
+                        scan_state *out) {
     const size_t h = p->half_kernel, w = 2u * h + 1u;
     const size_t n_cols = p->kept + p->n_holes;
     const size_t ce =
         pb__ring_column_of(p->holes, p->n_holes, evictable - 1u) + 1u;
     scan_state st = {needed, 0u, 0u, 0u, thr, (double)p->obs_window,
-                     thr >= 0.0, 0, exact};
+                     thr >= 0.0, 0, exact, 0u};
     /* One victim: the runner-up of the last scan, if it is still an
      * evictable held column, bounds this one's minimum from above, so no
      * column whose window max exceeds T*(its max) can matter. */
@@ -375,6 +379,12 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
             const double m = window_max_at(p, p->seed_col, a);
             seed_thr = exact ? m : threshold(m, st.obs);
         }
+    }
+    /* A guessed bound (see scan) stands in for the seed when it is lower;
+     * the caller checks afterwards that it held. */
+    if (guess >= 0.0) {
+        const double g = exact ? guess : threshold(guess, st.obs);
+        if (seed_thr < 0.0 || g < seed_thr) seed_thr = g;
     }
     size_t c = 0;
     for (; c < ce && (c < h || (!st.fixed && st.heap_n < needed)); ++c)
@@ -445,7 +455,55 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
         }
         c += m;
     }
+    *out = st;
     return st.overflow ? SIZE_MAX : st.nc;
+}
+
+/* The needed-th least window max a full scan state holds (its heap's
+ * top). */
+static double scan_top(const pb_kvcache *p, const scan_state *st) {
+    return st->exact ? p->cands[0].value : p->heap[0];
+}
+
+/* The columns a guessed scan aims to take. */
+#define PB__GUESS_FEW ((size_t)4)
+#define PB__GUESS_MANY ((size_t)16)
+
+/* scan_pass, with one victim asked (the exact scan's runner-up besides)
+ * and the scan's heap filled from its own columns, bounded first by a
+ * guess: the last such scan's needed-th least window max m, times
+ * 1 + 2^-guess_step. From one step to the next the sums move little as a
+ * whole although which column is least changes often, so the bound
+ * usually passes a few columns where the runner-up's window max, when
+ * there is one, passes dozens. A guess is only a hint: columns above it
+ * are passed over, which is exact only if the needed-th least window max
+ * the scan finds is at most the guess (then every column above could not
+ * matter, as with a seed); when it is not, the scan runs again without
+ * the guess. The margin adapts to how many columns the guessed scans
+ * take: it halves above PB__GUESS_MANY, doubles below PB__GUESS_FEW and
+ * grows fourfold after a miss. Only the time depends on it. */
+static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
+                   double thr, int exact) {
+    scan_state st;
+    const int one = thr < 0.0 && needed == 1u + (size_t)exact;
+    if (one && p->guess_m >= 0.0) {
+        const double guess =
+            p->guess_m + ldexp(p->guess_m, -(int)p->guess_step);
+        const size_t nc =
+            scan_pass(p, evictable, needed, thr, exact, guess, &st);
+        if (st.heap_n == needed && scan_top(p, &st) <= guess) {
+            if (st.taken > PB__GUESS_MANY && p->guess_step < PB__GUESS_STEPS)
+                p->guess_step += 1u;
+            else if (st.taken < PB__GUESS_FEW && p->guess_step > 0u)
+                p->guess_step -= 1u;
+            p->guess_m = scan_top(p, &st);
+            return nc;
+        }
+        p->guess_step = p->guess_step > 2u ? p->guess_step - 2u : 0u;
+    }
+    const size_t nc = scan_pass(p, evictable, needed, thr, exact, -1.0, &st);
+    if (one && st.heap_n == needed) p->guess_m = scan_top(p, &st);
+    return nc;
 }
 
 /* The filtered selection when no held cell's q rounded (rounded_rows 0):

@@ -298,6 +298,7 @@ static void kernel_variants_agree(void **state) {
 static unsigned long paths[6], misses, big_drops, rebuilt;
 static unsigned long lazy_entered, lazy_finished_by_evict, lazy_left_by_steps;
 static unsigned long prefix_streams, exact_evicts;
+static unsigned long guess_misses, guess_huge_held;
 
 typedef struct trio {
     pb_kvcache *fast;   /* the engine as shipped */
@@ -402,7 +403,22 @@ static void run_decode(unsigned long seed) {
                                  t.fast->rounded_rows == 0u;
         const size_t lazy_before = t.fast->n_lazy;
         const int prefix_before = t.fast->prefix_valid;
+        /* The filtered scan's guessed bound is only a hint: one far too
+         * low (the scan misses and runs again) or far too high changes no
+         * victim. A miss from the least margin takes the margin up two
+         * steps; a huge guess that held is replaced by the scan's own. */
+        const unsigned force = pbt_below(&r, 6);
+        if (force == 0u) {
+            t.fast->guess_m = 0.0;
+            t.fast->guess_step = PB__GUESS_STEPS;
+        } else if (force == 1u) {
+            t.fast->guess_m = 0x1p60;
+            t.fast->guess_step = 0u;
+        }
         assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 1024, &na), PB_OK);
+        if (force == 0u && t.fast->guess_step == PB__GUESS_STEPS - 2u)
+            ++guess_misses;
+        if (force == 1u && t.fast->guess_m < 0x1p60) ++guess_huge_held;
         assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 1024, &nd),
                          PB_OK);
         assert_int_equal(pb_kvcache_evict(t.full, ask, vb, 1024, &nb), PB_OK);
@@ -458,7 +474,12 @@ static void every_path_agrees(void **state) {
            "folds %lu; filtered exactly (no sum rounds) %lu\n",
            lazy_entered, lazy_finished_by_evict, lazy_left_by_steps,
            prefix_streams, exact_evicts);
+    printf("filtered scans of one victim: a guess far too low missed "
+           "%lu times, a huge one held %lu times\n",
+           guess_misses, guess_huge_held);
     assert_true(exact_evicts > 0);
+    assert_true(guess_misses > 0);
+    assert_true(guess_huge_held > 0);
     for (unsigned k = PB__PATH_FULL; k <= PB__PATH_STREAMED_COMPACTED; ++k)
         assert_true(paths[k] > 0);
     assert_true(lazy_entered > 0);
