@@ -147,17 +147,21 @@ static void cpu_model(char *buf, size_t cap) {
 }
 
 /* Which kernel variant the library runs here: it picks, at create, the
- * first of AVX-512 (F, VL, DQ, BW), AVX2 and the portable one the CPU
- * offers, when built with PB_SIMD=ON (src/simd_kernels.c). */
+ * first of AVX-512 (F, VL, DQ, BW; unless built with PB_SIMD_AVX512=OFF),
+ * AVX2 and the portable one the CPU offers, when built with PB_SIMD=ON
+ * (src/simd_kernels.c). */
 static const char *kernel_line(void) {
 #if PB_BENCH_SIMD && (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512bw"))
+    const int avx512 = __builtin_cpu_supports("avx512f") &&
+                       __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("avx512dq") &&
+                       __builtin_cpu_supports("avx512bw");
+    if (avx512 && PB_BENCH_AVX512)
         return "avx512 (PB_SIMD=ON, chosen at run time)";
+    if (avx512)
+        return "avx2 (PB_SIMD=ON, PB_SIMD_AVX512=OFF: no AVX-512 variant)";
     if (__builtin_cpu_supports("avx2"))
         return "avx2 (PB_SIMD=ON, chosen at run time; no AVX-512 here)";
     return "generic (PB_SIMD=ON, but this CPU has no AVX2)";
@@ -191,8 +195,20 @@ void bench_print_header(FILE *out, const char *name, const bench_options *opt) {
     fprintf(out, "library:  libpyramidkv %s (%s)\n", pb_version_string(),
             PB_BENCH_LIBRARY_KIND);
     fprintf(out, "kernels:  %s\n", kernel_line());
+    /* The configuration this program was built with. */
+#if !PB_BENCH_SIMD
+    fprintf(out, "reproduce: cmake --preset nosimd -DPB_BUILD_BENCH=ON && "
+                 "cmake --build --preset nosimd --target %s && %s\n\n",
+            name, opt->command);
+#elif !PB_BENCH_AVX512
+    fprintf(out, "reproduce: cmake --preset bench -B build/avx2 "
+                 "-DPB_SIMD_AVX512=OFF && cmake --build build/avx2 --target "
+                 "%s && %s\n\n",
+            name, opt->command);
+#else
     fprintf(out, "reproduce: cmake --preset bench && cmake --build --preset "
                  "bench --target %s && %s\n\n", name, opt->command);
+#endif
     fflush(out);
 }
 

@@ -22,7 +22,8 @@
  * which the white-box tests check by running every evict path under each
  * variant the machine supports against the reference model.
  *
- * Define PB_NO_SIMD to build the baseline variant only.
+ * Define PB_NO_SIMD to build the baseline variant only, PB_NO_AVX512 to
+ * build no AVX-512 variant (the best is then AVX2).
  */
 #include <assert.h>
 #include <string.h>
@@ -36,6 +37,11 @@
 #else
 #define PB__X86_VARIANTS 0
 #define PB__INLINE static inline
+#endif
+#if PB__X86_VARIANTS && !defined(PB_NO_AVX512)
+#define PB__AVX512_VARIANT 1
+#else
+#define PB__AVX512_VARIANT 0
 #endif
 #if PB__X86_VARIANTS && defined(__SSE__)
 #include <xmmintrin.h>
@@ -460,6 +466,8 @@ PB__DEFINE_VARIANT(generic, , 16u)
 #if PB__X86_VARIANTS
 /* 16 accumulators: 4 AVX registers. */
 PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u)
+#endif
+#if PB__AVX512_VARIANT
 /* 32 accumulators: 4 AVX-512 registers. Both compilers would otherwise
  * keep to 256-bit vectors in these functions. */
 #if defined(__clang__)
@@ -508,11 +516,13 @@ void pb__copy_fence(int streamed) {
 const pb__kernels *pb__kernels_best(void) {
 #if PB__X86_VARIANTS
     __builtin_cpu_init();
+#if PB__AVX512_VARIANT
     if (__builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bw"))
         return &kernels_avx512;
+#endif
     if (__builtin_cpu_supports("avx2")) return &kernels_avx2;
 #endif
     return &kernels_generic;
@@ -528,10 +538,12 @@ size_t pb__kernels_available(const pb__kernels **out, size_t cap) {
         if (n < cap) out[n] = &kernels_avx2;
         ++n;
     }
+#if PB__AVX512_VARIANT
     if (pb__kernels_best() == &kernels_avx512) {
         if (n < cap) out[n] = &kernels_avx512;
         ++n;
     }
+#endif
 #endif
     return n;
 }
