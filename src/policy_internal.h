@@ -267,6 +267,8 @@ struct pb_kvcache {
                              successful observe (the prefill door needs a
                              fresh instance) */
     uint32_t obs_window;  /* cfg.params.obs_window */
+    unsigned last_path;   /* how the last evict that chose victims went, a
+                             pb__path (read by white-box tests only) */
     const pb__kernels *k; /* the hot loops, chosen at create */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */
     size_t row_stride;    /* floats from one ring row to the next, >=
@@ -291,6 +293,9 @@ struct pb_kvcache {
     size_t n_lazy;
     uint64_t dense_rows;  /* in the lazy state, bit s: row s rewritten */
     int lazy_ok;          /* obs_window <= 64: lazy compaction possible */
+    unsigned guess_step;  /* the filter's guessed bound has the margin
+                             2^-guess_step, 0 .. PB__GUESS_STEPS (with
+                             guess_m, below; a hint) */
     size_t zero_upto;     /* ring columns kept + n_holes + n_lazy ..
                              zero_upto-1 are 0 in every row (and, in a row
                              rewritten densely, so are kept ..): an
@@ -350,11 +355,8 @@ struct pb_kvcache {
                              the last one); only a hint, SIZE_MAX: none */
     double guess_m;       /* the last such scan's needed-th least window
                              max, the next one's guessed bound; a hint,
-                             < 0: none (score_filter.c, scan) */
-    unsigned guess_step;  /* the guess's margin is 2^-guess_step,
-                             0 .. PB__GUESS_STEPS */
-    unsigned last_path;   /* how the last evict that chose victims went, a
-                             pb__path (read by white-box tests only) */
+                             < 0: none (score_filter.c, scan); its margin
+                             is guess_step, above */
 
     pb_allocator allocator; /* resolved: never NULL functions */
     void *block;            /* what the allocator returned */

@@ -321,10 +321,12 @@ typedef enum pb_row_stores {
                                   above 31) is written past the caches:
                                   non-temporal stores on x86; elsewhere,
                                   and in a PB_SIMD=OFF build, as CACHED.
-                                  Pays when the rings of all instances
-                                  together are well beyond the last-level
-                                  cache, as for a whole model; costs when
-                                  they fit (docs/benchmarks.md) */
+                                  Can pay when the rings of all
+                                  instances together are well beyond the
+                                  last-level cache, as for a whole model,
+                                  on some machines and not on others
+                                  (measure); costs when they fit
+                                  (docs/benchmarks.md) */
 } pb_row_stores;
 
 /* Options of the native create. Defaults in brackets. */
