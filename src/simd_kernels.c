@@ -358,20 +358,42 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
  * last word past n are 0. Every x[j] is >= +0 and t > 0 (both finite), so
  * their bit patterns are below 2^63 and order as the values do: x[j] < t
  * exactly when the 64-bit difference of the patterns wraps, i.e. has its
- * top bit set. Each 64 columns make one word by OR-ing those top bits
- * shifted into place (a vectorised loop: subtract, shift, shift by lane,
- * OR), no compare, pack or table. */
+ * top bit set. With shifts by lane (wide: AVX2, AVX-512) each 64 columns
+ * make one word by OR-ing those top bits shifted into place (a vectorised
+ * loop: subtract, shift, shift by lane, OR), no compare, pack or table.
+ * Without them (the baseline, whose vectors shift every lane alike) that
+ * loop is one scalar chain; there the top bits go to 64 bytes first (a
+ * vectorised loop), and each 8 bytes of 0 or 1 become 8 bits by one
+ * multiply: byte i of B is 1 at bit 8i, and B * 0x0102040810204080 puts
+ * bit 8i at bit 56 + i for every i at once with no carries (the partial
+ * products are distinct powers of two), so bits 56 .. 63 are the 8 bits
+ * in order. */
 PB__INLINE void below_bits_body(const double *x, size_t n, double t,
-                                uint64_t *bits) {
+                                uint64_t *bits, int wide) {
     uint64_t tb;
     memcpy(&tb, &t, sizeof tb);
     size_t j = 0;
     for (; j + 64u <= n; j += 64u) {
         uint64_t word = 0u;
-        for (size_t k = 0; k < 64u; ++k) {
-            uint64_t b;
-            memcpy(&b, x + j + k, sizeof b);
-            word |= ((b - tb) >> 63) << k;
+        if (wide) {
+            for (size_t k = 0; k < 64u; ++k) {
+                uint64_t b;
+                memcpy(&b, x + j + k, sizeof b);
+                word |= ((b - tb) >> 63) << k;
+            }
+        } else {
+            unsigned char top[64];
+            for (size_t k = 0; k < 64u; ++k) {
+                uint64_t b;
+                memcpy(&b, x + j + k, sizeof b);
+                top[k] = (unsigned char)((b - tb) >> 63);
+            }
+            for (size_t g = 0; g < 8u; ++g) {
+                uint64_t eight;
+                memcpy(&eight, top + 8u * g, sizeof eight);
+                word |= ((eight * UINT64_C(0x0102040810204080)) >> 56)
+                        << (8u * g);
+            }
         }
         bits[j / 64u] = word;
     }
@@ -386,7 +408,10 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
 /* ------------------------------------------------------------------------ */
 /* Variants                                                                 */
 
-#define PB__DEFINE_VARIANT(suffix, attr, group)                               \
+/* One variant: every kernel body compiled with the target attribute attr;
+ * group is the fold's accumulators per pass, wide says the target's
+ * vectors shift each lane by its own count (below_bits_body). */
+#define PB__DEFINE_VARIANT(suffix, attr, group, wide)                         \
     attr static void fold_rows_##suffix(                                      \
         const float *ring, size_t row_stride, uint32_t row_begin,             \
         uint32_t row_end, size_t col, size_t n, const double *init,           \
@@ -450,7 +475,7 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
     }                                                                         \
     attr static void below_bits_##suffix(const double *x, size_t n, double t, \
                                          uint64_t *bits) {                    \
-        below_bits_body(x, n, t, bits);                                       \
+        below_bits_body(x, n, t, bits, wide);                                 \
     }                                                                         \
     static const pb__kernels kernels_##suffix = {                             \
         #suffix,           fold_rows_##suffix,    prefix_add_##suffix,        \
@@ -461,11 +486,11 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
         below_bits_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
-PB__DEFINE_VARIANT(generic, , 16u)
+PB__DEFINE_VARIANT(generic, , 16u, 0)
 
 #if PB__X86_VARIANTS
 /* 16 accumulators: 4 AVX registers. */
-PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u)
+PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u, 1)
 #endif
 #if PB__AVX512_VARIANT
 /* 32 accumulators: 4 AVX-512 registers. Both compilers would otherwise
@@ -479,7 +504,7 @@ PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u)
     __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,"               \
                           "prefer-vector-width=512")))
 #endif
-PB__DEFINE_VARIANT(avx512, PB__AVX512_TARGET, 32u)
+PB__DEFINE_VARIANT(avx512, PB__AVX512_TARGET, 32u, 1)
 #endif
 
 const pb__kernels *pb__kernels_generic(void) { return &kernels_generic; }
