@@ -42,10 +42,11 @@
  * from the sums. A hole's sum is kept at 0 (below every sum, so no window
  * max notices it), which lets the column windows stand for the rank
  * windows. With one victim asked, the runner-up of the last scan seeds T*
- * before the pass. When the one member whose bound can reach the top is the
- * same rank for every candidate, the candidates' pooled scores are all its
- * window score: a tie, which the ranks break, so nothing is read from the
- * ring.
+ * before the pass, and a guess (the last such scan's least window max and
+ * a margin), checked after it, bounds it tighter still (scan). When the
+ * one member whose bound can reach the top is the same rank for every
+ * candidate, the candidates' pooled scores are all its window score: a
+ * tie, which the ranks break, so nothing is read from the ring.
  *
  * When q rounded no weight a held position has in the ring (each row's
  * store says whether it rounded one), the sums need no bound at all: every
@@ -344,7 +345,9 @@ static unsigned lowest_bit(uint64_t v) {
 /* Scans the window maxima of ranks 0 .. evictable-1. With thr < 0 it also
  * keeps the heap of the `needed` smallest and records every rank that may
  * still turn out a candidate; with thr >= 0 it records the ranks at or
- * below thr. Returns the number recorded, or SIZE_MAX on overflow.
+ * below thr. Returns the number recorded, or SIZE_MAX on overflow, and
+ * leaves its final state in *out. A guess >= 0 bounds the columns looked
+ * at as a seed would, without being one (scan checks it).
  *
  * Only a rank whose window max is at most thr matters (with the heap full,
  * one below the heap's top is below thr too, and thr only falls). Such a
