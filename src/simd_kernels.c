@@ -367,7 +367,17 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
  * multiply: byte i of B is 1 at bit 8i, and B * 0x0102040810204080 puts
  * bit 8i at bit 56 + i for every i at once with no carries (the partial
  * products are distinct powers of two), so bits 56 .. 63 are the 8 bits
- * in order. */
+ * in order. That reads bytes as a little-endian uint64_t; a big-endian
+ * target keeps the chain. */
+/* 1 where the first byte of a uint64_t in memory is its lowest (the
+ * compilers fold it to a constant). below_bits_body's bytes rely on it. */
+PB__INLINE int little_endian(void) {
+    const uint64_t one = 1u;
+    unsigned char first;
+    memcpy(&first, &one, sizeof first);
+    return first == 1u;
+}
+
 PB__INLINE void below_bits_body(const double *x, size_t n, double t,
                                 uint64_t *bits, int wide) {
     uint64_t tb;
@@ -375,7 +385,7 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
     size_t j = 0;
     for (; j + 64u <= n; j += 64u) {
         uint64_t word = 0u;
-        if (wide) {
+        if (wide || !little_endian()) {
             for (size_t k = 0; k < 64u; ++k) {
                 uint64_t b;
                 memcpy(&b, x + j + k, sizeof b);
