@@ -172,6 +172,18 @@ static const char *kernel_line(void) {
 #endif
 }
 
+/* The configure and build commands of the build this program comes from. */
+#if !PB_BENCH_SIMD
+#define PB__BENCH_BUILD                                                       \
+    "cmake --preset nosimd -DPB_BUILD_BENCH=ON && cmake --build --preset nosimd"
+#elif !PB_BENCH_AVX512
+#define PB__BENCH_BUILD                                                       \
+    "cmake --preset bench -B build/avx2 -DPB_SIMD_AVX512=OFF && "             \
+    "cmake --build build/avx2"
+#else
+#define PB__BENCH_BUILD "cmake --preset bench && cmake --build --preset bench"
+#endif
+
 void bench_print_header(FILE *out, const char *name, const bench_options *opt) {
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
@@ -195,20 +207,8 @@ void bench_print_header(FILE *out, const char *name, const bench_options *opt) {
     fprintf(out, "library:  libpyramidkv %s (%s)\n", pb_version_string(),
             PB_BENCH_LIBRARY_KIND);
     fprintf(out, "kernels:  %s\n", kernel_line());
-    /* The configuration this program was built with. */
-#if !PB_BENCH_SIMD
-    fprintf(out, "reproduce: cmake --preset nosimd -DPB_BUILD_BENCH=ON && "
-                 "cmake --build --preset nosimd --target %s && %s\n\n",
-            name, opt->command);
-#elif !PB_BENCH_AVX512
-    fprintf(out, "reproduce: cmake --preset bench -B build/avx2 "
-                 "-DPB_SIMD_AVX512=OFF && cmake --build build/avx2 --target "
-                 "%s && %s\n\n",
-            name, opt->command);
-#else
-    fprintf(out, "reproduce: cmake --preset bench && cmake --build --preset "
-                 "bench --target %s && %s\n\n", name, opt->command);
-#endif
+    fprintf(out, "reproduce: %s --target %s && %s\n\n", PB__BENCH_BUILD, name,
+            opt->command);
     fflush(out);
 }
 

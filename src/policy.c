@@ -238,14 +238,14 @@ static void finish_lazy(pb_kvcache *p) {
  * docs/benchmarks.md ("Speed without AVX-512"). */
 static unsigned check_weights(const pb_kvcache *p, const float *attn,
                               size_t n) {
-    const float *row =
-        p->cfg.scorer == (uint32_t)PB_SCORER_WINDOW
-            ? p->ring + (size_t)p->slot * p->row_stride
-            : NULL;
     /* A row within the first look-ahead is checked in one call: its
      * prefetches could come no earlier than its reads. */
     if (n <= (PB__CHECK_AHEAD + 1u) * PB__CHECK_PIECE)
         return p->k->weight_flags(attn, n, p->q_limit_bits);
+    const float *row =
+        p->cfg.scorer == (uint32_t)PB_SCORER_WINDOW
+            ? p->ring + (size_t)p->slot * p->row_stride
+            : NULL;
     const size_t line = PB__ALIGN / sizeof(float);
     size_t ahead = 0; /* weights prefetched: 0 .. ahead-1 */
     unsigned flags = 0u;
