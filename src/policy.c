@@ -105,6 +105,8 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
         const int scored = pb__source_score_bytes(cfg.scorer) != 0u;
         p->pos = (uint32_t *)(void *)(base + layout.off_pos);
         p->source = scored ? (void *)(base + layout.off_scores) : NULL;
+        if (cfg.scorer == (uint32_t)PB_SCORER_LAST)
+            p->source_spare = base + layout.off_spare;
         p->hist = scored ? (size_t *)(void *)(base + layout.off_hist) : NULL;
         p->columns = p->capacity;
         pb__source_reset(p);
@@ -272,18 +274,24 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
            p->holes[p->n_holes - 1u] < p->kept + p->n_holes - 1u);
     if (p->kept > 0u && pos <= p->pos[p->kept + p->n_holes - 1u])
         return PB_ERR_POSITION;
+    const int full = p->kept >= p->capacity;
+    const int source = p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW;
     unsigned flags = 0u;
     if (attn != NULL) {
         if (attn_len != p->kept) return PB_ERR_LENGTH;
-        flags = check_weights(p, attn, attn_len);
-        if (flags & PB__WEIGHT_BAD) return PB_ERR_WEIGHT;
+        /* Some scorers check the weights as they read them for the scores
+         * (undoing the step if one is bad): one read of the row. */
+        if (full || !source || !pb__source_checks_weights(p)) {
+            flags = check_weights(p, attn, attn_len);
+            if (flags & PB__WEIGHT_BAD) return PB_ERR_WEIGHT;
+        }
     }
-    if (p->kept >= p->capacity) return PB_ERR_FULL;
+    if (full) return PB_ERR_FULL;
 
-    if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW) {
-        pb__source_observe(p, pos, attn, attn_len);
-        p->fresh = 0;
-        return PB_OK;
+    if (source) {
+        const pb_status st = pb__source_observe(p, pos, attn, attn_len);
+        if (st == PB_OK) p->fresh = 0;
+        return st;
     }
     if (attn != NULL) {
         if (p->n_lazy > 0u) {

@@ -196,10 +196,13 @@ typedef struct pb__kernels {
     uint64_t (*add_least)(double *x, const float *w, size_t n, size_t *at);
     /* last: x[i] = the bits of w[i] with the sign cleared; */
     uint32_t (*record_least)(uint32_t *x, const float *w, size_t n,
-                             size_t *at);
-    /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX. */
+                             size_t *at, unsigned *bad);
+    /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX.
+     * These two also check the weights as they read them: *bad |=
+     * PB__WEIGHT_BAD if some w[i] is bad (x is updated all the same). With
+     * at NULL, any of the three only updates (returning 0). */
     uint32_t (*vote_least)(uint32_t *x, const float *w, size_t n, float bar,
-                           size_t *at);
+                           size_t *at, unsigned *bad);
     /* Bit j % 64 of bits[j / 64] is set iff x[j] < t, j < n; the rest of
      * the last word is 0. Writes ceil(n / 64) words. Every x[j] >= +0 and
      * t > 0, all finite (the quantised sums and a bound above them). */
@@ -302,7 +305,14 @@ struct pb_kvcache {
                              admission there writes nothing, and the next
                              one past it zeroes a whole cache line of
                              columns at once */
-    void *work;           /* pooling scratch, work_bytes */
+    union {               /* one scorer or the other, never both */
+        void *work;       /* window scorer: pooling scratch, work_bytes */
+        void *source_spare; /* last scorer: a second array of records
+                             (source, below), where a step writes its
+                             record before the two swap (a bad weight
+                             found on the way leaves the scores as they
+                             were); NULL for the other scorers */
+    };
     size_t work_bytes;
     size_t *hist;         /* [PB__HIST_BINS] selection histogram; the same
                              memory as cands and heap (no call uses both) */
@@ -344,8 +354,10 @@ struct pb_kvcache {
                              is its sum / q_scale, exactly */
     uint32_t q_limit_bits;/* bit pattern of the first float too large to
                              quantise; such a weight drops the sums */
-    uint32_t gap;         /* observed steps since the last evict that
-                             chose victims */
+    uint32_t gap;         /* window scorer: observed steps since the last
+                             evict that chose victims; votes: steps with
+                             weights since reset, saturating (no vote is
+                             above it) */
     struct pb__candidate *cands; /* [PB__FILTER_MAX_CANDIDATES] */
     double *heap;         /* [PB__FILTER_MAX_NEEDED] */
     uint32_t filter_wait; /* evicts to go before the sums are rebuilt */
@@ -397,6 +409,7 @@ static inline size_t pb__source_score_bytes(uint32_t scorer) {
 typedef struct pb__layout {
     size_t row_stride, max_holes;
     size_t off_pos, off_ring, off_scores, off_alive, off_holes, off_work;
+    size_t off_spare; /* last scorer: the spare score array */
     size_t off_lazy;
     size_t off_hist, off_prefill, off_cands, off_heap;
     size_t work_bytes, prefill_bytes;
@@ -542,10 +555,17 @@ void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
  * observed). */
 void pb__source_reset(pb_kvcache *p);
 
+/* 1 when pb__source_observe checks the weights of an instance that is not
+ * full itself, in the pass that reads them for the scores (last; votes
+ * while no vote can saturate), so the door need not check them first. */
+int pb__source_checks_weights(const pb_kvcache *p);
+
 /* One decode step: attn (NULL: nothing observed) updates the held ranks'
- * scores by the scorer's rule, then pos is admitted with score 0. */
-void pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
-                        size_t attn_len);
+ * scores by the scorer's rule, then pos is admitted with score 0. PB_OK,
+ * or PB_ERR_WEIGHT with the state as it was (only where
+ * pb__source_checks_weights says so). */
+pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
+                             size_t attn_len);
 
 /* Drops the `needed` ranks with the lowest scores among first .. end-1
  * (none: the oldest; ties to the lower rank), writing their positions

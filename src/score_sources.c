@@ -23,20 +23,17 @@
  * updates the scores (the kernels of simd_kernels.c), and the evict uses
  * it when its evictable range is the one the observe assumed.
  *
- * It does not validate (the doors in policy.c have, before any write), and
- * it knows nothing of the ring, pooling or holes.
+ * It validates nothing but the weights of the last and votes scorers,
+ * which it checks in the pass that updates the scores (one read of a row
+ * that usually comes from beyond the L1 cache) and undoes on a bad one
+ * (the doors in policy.c check everything else, and these weights where
+ * pb__source_checks_weights says no, before any write). It knows nothing
+ * of the ring, pooling or holes.
  */
 #include <assert.h>
 #include <string.h>
 
 #include "policy_internal.h"
-
-/* The bits of a non-negative float weight, -0.0 made +0.0. */
-static uint32_t record_bits(float w) {
-    uint32_t b;
-    memcpy(&b, &w, sizeof b);
-    return b & UINT32_C(0x7FFFFFFF);
-}
 
 void pb__source_reset(pb_kvcache *p) {
     /* No weight is too large to quantise here (nothing is quantised), so
@@ -45,6 +42,7 @@ void pb__source_reset(pb_kvcache *p) {
     p->fresh = 1;
     p->least_ok = 0;
     p->least_wanted = 0;
+    p->gap = 0u;
     p->kept = 1u;
     p->pos[0] = 0u;
     /* Only the last scorer spares what it has not observed, position 0
@@ -93,104 +91,119 @@ static void range_after(const pb_kvcache *p, uint32_t pos, size_t *first,
     *first = sinks < *end ? sinks : *end;
 }
 
-/* One step with weights when the next evict is expected to take one
- * victim: the scores are updated by the kernels that find the least new
- * score of the ranks that will be evictable on the way, and that least
- * is kept for the evict (least_ok). */
-static void observe_finding_least(pb_kvcache *p, uint32_t pos,
-                                  const float *attn, size_t n) {
-    size_t first, end;
-    range_after(p, pos, &first, &end);
-    /* Ranks first .. hi-1 exist now; rank n (pos, score 0) is evictable
-     * too when end is n + 1 (no recent window). */
-    const size_t hi = end < n ? end : n;
-    const size_t lo = first < hi ? first : hi;
+int pb__source_checks_weights(const pb_kvcache *p) {
+    return p->cfg.scorer == (uint32_t)PB_SCORER_LAST ||
+           (p->cfg.scorer == (uint32_t)PB_SCORER_VOTES &&
+            p->gap < UINT32_MAX);
+}
+
+/* Takes back the votes of a step whose weights held a bad one. No vote
+ * saturated in that step (pb__source_checks_weights: each is at most
+ * gap < UINT32_MAX), so each went up by exactly (w > bar). */
+static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
+    for (size_t i = 0; i < n; ++i) v[i] -= (uint32_t)(attn[i] > bar);
+}
+
+/* The update of the scores of ranks 0 .. n-1 by a step's weights, and
+ * when `at` is not NULL the least new score among ranks lo .. hi-1 (in
+ * *least) and the first rank holding it (in *at; lo <= hi <= n). The last
+ * scorer's record goes to the spare array, made the scores by the caller.
+ * Returns PB__WEIGHT_BAD where the scorer checks the weights and one was
+ * bad (the votes then taken back). */
+static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
+                              size_t lo, size_t hi, uint64_t *least,
+                              size_t *at) {
     const pb__kernels *k = p->k;
-    uint64_t least;
-    size_t at = 0, skip = 0;
+    unsigned bad = 0u;
     switch (p->cfg.scorer) {
     case PB_SCORER_CUMULATIVE: {
         double *s = p->source;
-        (void)k->add_least(s, attn, lo, &skip);
-        least = k->add_least(s + lo, attn + lo, hi - lo, &at);
-        (void)k->add_least(s + hi, attn + hi, n - hi, &skip);
+        (void)k->add_least(s, attn, lo, NULL);
+        const uint64_t m = k->add_least(s + lo, attn + lo, hi - lo, at);
+        (void)k->add_least(s + hi, attn + hi, n - hi, NULL);
+        *least = m;
         break;
     }
     case PB_SCORER_LAST: {
-        uint32_t *r = p->source;
-        (void)k->record_least(r, attn, lo, &skip);
-        least = k->record_least(r + lo, attn + lo, hi - lo, &at);
-        (void)k->record_least(r + hi, attn + hi, n - hi, &skip);
-        p->unobserved = 0u;
+        uint32_t *r = p->source_spare;
+        (void)k->record_least(r, attn, lo, NULL, &bad);
+        *least = k->record_least(r + lo, attn + lo, hi - lo, at, &bad);
+        (void)k->record_least(r + hi, attn + hi, n - hi, NULL, &bad);
         break;
     }
     default: { /* votes */
         uint32_t *v = p->source;
         const float bar = vote_bar(n);
-        (void)k->vote_least(v, attn, lo, bar, &skip);
-        least = k->vote_least(v + lo, attn + lo, hi - lo, bar, &at);
-        (void)k->vote_least(v + hi, attn + hi, n - hi, bar, &skip);
+        (void)k->vote_least(v, attn, lo, bar, NULL, &bad);
+        *least = k->vote_least(v + lo, attn + lo, hi - lo, bar, at, &bad);
+        (void)k->vote_least(v + hi, attn + hi, n - hi, bar, NULL, &bad);
+        if (bad) undo_votes(v, attn, n, bar);
         break;
     }
     }
-    at += lo;
-    if (end > n && (hi == lo || least != 0u)) {
-        /* The admitted position's score, 0, is the least only if no
-         * earlier rank holds 0 too. */
-        least = 0u;
-        at = n;
-    }
-    p->least = least;
-    p->least_at = at;
-    p->least_first = first;
-    p->least_end = end;
-    p->least_ok = first < end;
+    return bad;
 }
 
-void pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
-                        size_t attn_len) {
+pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
+                             size_t attn_len) {
     const size_t n = p->kept;
     assert(attn == NULL || attn_len == n);
     assert(n < p->capacity);
-    p->least_ok = 0;
-    if (attn != NULL && n > 0u && p->least_wanted &&
-        p->cfg.scorer != (uint32_t)PB_SCORER_NONE) {
-        observe_finding_least(p, pos, attn, n);
-        attn = NULL; /* the scores are up to date */
-    }
-    switch (p->cfg.scorer) {
-    case PB_SCORER_CUMULATIVE: {
-        double *s = p->source;
-        if (attn != NULL)
-            for (size_t i = 0; i < attn_len; ++i) s[i] += (double)attn[i];
-        s[n] = 0.0;
-        break;
-    }
-    case PB_SCORER_LAST: {
-        uint32_t *r = p->source;
-        if (attn != NULL) {
-            for (size_t i = 0; i < attn_len; ++i) r[i] = record_bits(attn[i]);
+    (void)attn_len;
+    const uint32_t scorer = p->cfg.scorer;
+    if (attn != NULL && n > 0u && scorer != (uint32_t)PB_SCORER_NONE) {
+        /* While evicts take one victim at a time, the least new score of
+         * the ranks the next evict will choose from, found on the way. */
+        const int find = p->least_wanted;
+        size_t first = 0, end = 0, lo = 0, hi = n, at = 0;
+        uint64_t least = 0u;
+        if (find) {
+            range_after(p, pos, &first, &end);
+            /* Ranks first .. hi-1 exist now; rank n (pos, score 0) is
+             * evictable too when end is n + 1 (no recent window). */
+            hi = end < n ? end : n;
+            lo = first < hi ? first : hi;
+        }
+        if (update_scores(p, attn, n, lo, hi, &least, find ? &at : NULL))
+            return PB_ERR_WEIGHT;
+        if (scorer == (uint32_t)PB_SCORER_LAST) {
+            void *t = p->source;
+            p->source = p->source_spare;
+            p->source_spare = t;
             p->unobserved = 0u;
         }
-        r[n] = 0u;
+        if (scorer == (uint32_t)PB_SCORER_VOTES && p->gap < UINT32_MAX)
+            p->gap += 1u;
+        p->least_ok = 0;
+        if (find) {
+            at += lo;
+            if (end > n && (hi == lo || least != 0u)) {
+                /* The admitted position's score, 0, is the least only if
+                 * no earlier rank holds 0 too. */
+                least = 0u;
+                at = n;
+            }
+            p->least = least;
+            p->least_at = at;
+            p->least_first = first;
+            p->least_end = end;
+            p->least_ok = first < end;
+        }
+    } else {
+        p->least_ok = 0;
+    }
+    switch (scorer) {
+    case PB_SCORER_CUMULATIVE: ((double *)p->source)[n] = 0.0; break;
+    case PB_SCORER_LAST:
+        ((uint32_t *)p->source)[n] = 0u;
         p->unobserved += 1u;
         break;
-    }
-    case PB_SCORER_VOTES: {
-        uint32_t *v = p->source;
-        if (attn != NULL && attn_len > 0u) {
-            const float bar = vote_bar(attn_len);
-            for (size_t i = 0; i < attn_len; ++i)
-                v[i] += (uint32_t)(attn[i] > bar) &
-                        (uint32_t)(v[i] != UINT32_MAX);
-        }
-        v[n] = 0u;
-        break;
-    }
+    case PB_SCORER_VOTES: ((uint32_t *)p->source)[n] = 0u; break;
     default: break;
     }
     p->pos[n] = pos;
     p->kept = n + 1u;
+    return PB_OK;
 }
 
 /* Moves ranks from .. kept-1 of pos[] and of the scores to start at rank

@@ -173,6 +173,13 @@ PB__INLINE unsigned quantise_add_body(const float *restrict src,
     return big != 0u;
 }
 
+/* 1 where the bit pattern b of a weight is bad: above the largest finite
+ * positive float (+inf, NaN or negative), -0.0 excepted. */
+PB__INLINE uint32_t bad_bits(uint32_t b) {
+    return (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
+           (uint32_t)(b != UINT32_C(0x80000000));
+}
+
 PB__INLINE unsigned weight_flags_body(const float *w, size_t n,
                                       uint32_t limit) {
     uint32_t bad = 0u, big = 0u;
@@ -182,17 +189,14 @@ PB__INLINE unsigned weight_flags_body(const float *w, size_t n,
         for (size_t i = 0; i < n; ++i) {
             uint32_t b;
             memcpy(&b, w + i, sizeof b);
-            bad |= (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
-                   (uint32_t)(b != UINT32_C(0x80000000));
+            bad |= bad_bits(b);
         }
         return bad ? PB__WEIGHT_BAD : 0u;
     }
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
-        /* Above the largest finite positive: +inf, NaN or negative. */
-        bad |= (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
-               (uint32_t)(b != UINT32_C(0x80000000));
+        bad |= bad_bits(b);
         big |= (uint32_t)((b & UINT32_C(0x7FFFFFFF)) >= limit);
     }
     return (bad ? PB__WEIGHT_BAD : 0u) | (big ? PB__WEIGHT_BIG : 0u);
@@ -292,7 +296,11 @@ PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
  * compare exists (the baseline variant). */
 PB__INLINE uint64_t add_least_body(double *restrict x,
                                    const float *restrict w, size_t n,
-                                   size_t *at) {
+                                   size_t *at, int want) {
+    if (!want) {
+        for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
+        return 0u;
+    }
     if (n == 0u) {
         *at = 0u;
         return (uint64_t)INT64_MAX;
@@ -325,31 +333,43 @@ PB__INLINE uint64_t add_least_body(double *restrict x,
     return m;
 }
 
+/* The last and votes updates check the weights in the same pass (the
+ * caller undoes the update when *bad says one was bad): one read of a row
+ * that usually comes from beyond the L1 cache. */
 PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
                                       const float *restrict w, size_t n,
-                                      size_t *at) {
-    uint32_t m = UINT32_MAX;
+                                      size_t *at, unsigned *bad, int want) {
+    uint32_t m = UINT32_MAX, wrong = 0u;
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
+        wrong |= bad_bits(b);
         b &= UINT32_C(0x7FFFFFFF);
         x[i] = b;
         m = b < m ? b : m;
     }
+    *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
+    if (!want) return 0u;
     *at = first_at_most_u32_body(x, n, m);
     return m;
 }
 
 PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
                                     const float *restrict w, size_t n,
-                                    float bar, size_t *at) {
-    uint32_t m = UINT32_MAX;
+                                    float bar, size_t *at, unsigned *bad,
+                                    int want) {
+    uint32_t m = UINT32_MAX, wrong = 0u;
     for (size_t i = 0; i < n; ++i) {
+        uint32_t b;
+        memcpy(&b, w + i, sizeof b);
+        wrong |= bad_bits(b);
         const uint32_t v =
             x[i] + ((uint32_t)(w[i] > bar) & (uint32_t)(x[i] != UINT32_MAX));
         x[i] = v;
         m = v < m ? v : m;
     }
+    *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
+    if (!want) return 0u;
     *at = first_at_most_u32_body(x, n, m);
     return m;
 }
@@ -472,16 +492,19 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
     }                                                                         \
     attr static uint64_t add_least_##suffix(double *x, const float *w,        \
                                             size_t n, size_t *at) {           \
-        return add_least_body(x, w, n, at);                                   \
+        if (at == NULL) return add_least_body(x, w, n, at, 0);                \
+        return add_least_body(x, w, n, at, 1);                                \
     }                                                                         \
-    attr static uint32_t record_least_##suffix(uint32_t *x, const float *w,   \
-                                               size_t n, size_t *at) {        \
-        return record_least_body(x, w, n, at);                                \
+    attr static uint32_t record_least_##suffix(                               \
+        uint32_t *x, const float *w, size_t n, size_t *at, unsigned *bad) {   \
+        if (at == NULL) return record_least_body(x, w, n, at, bad, 0);        \
+        return record_least_body(x, w, n, at, bad, 1);                        \
     }                                                                         \
     attr static uint32_t vote_least_##suffix(uint32_t *x, const float *w,     \
                                              size_t n, float bar,             \
-                                             size_t *at) {                    \
-        return vote_least_body(x, w, n, bar, at);                             \
+                                             size_t *at, unsigned *bad) {     \
+        if (at == NULL) return vote_least_body(x, w, n, bar, at, bad, 0);     \
+        return vote_least_body(x, w, n, bar, at, bad, 1);                     \
     }                                                                         \
     attr static void below_bits_##suffix(const double *x, size_t n, double t, \
                                          uint64_t *bits) {                    \

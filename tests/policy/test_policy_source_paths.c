@@ -137,36 +137,53 @@ static void source_kernels_match_naive(void **state) {
             assert_true(k->add_least(xb, w, n, &at) == want);
             assert_memory_equal(xa, xb, sizeof xa);
             assert_int_equal(at, want_at);
+            memcpy(xb, x, sizeof xb);
+            assert_true(k->add_least(xb, w, n, NULL) == 0u);
+            assert_memory_equal(xa, xb, sizeof xa);
 
-            /* last: the bits with the sign cleared. */
+            /* last: the bits with the sign cleared; the weights checked
+             * on the way (wc may hold a bad one). */
+            unsigned flags = 0u;
             memcpy(ua, u, sizeof ua);
             memcpy(ub, u, sizeof ub);
             uint32_t uwant = UINT32_MAX;
             for (size_t i = 0; i < n; ++i) {
-                ua[i] = fbits_of(w[i]) & UINT32_C(0x7FFFFFFF);
+                ua[i] = fbits_of(wc[i]) & UINT32_C(0x7FFFFFFF);
                 if (ua[i] < uwant) uwant = ua[i];
             }
             for (want_at = 0; want_at < n && ua[want_at] != uwant; ++want_at)
                 ;
             if (n == 0) want_at = 0;
-            assert_int_equal(k->record_least(ub, w, n, &at), uwant);
+            assert_int_equal(k->record_least(ub, wc, n, &at, &flags), uwant);
             assert_memory_equal(ua, ub, sizeof ua);
             assert_int_equal(at, want_at);
+            assert_int_equal(flags, want_flags);
+            flags = 0u;
+            assert_int_equal(k->record_least(ub, wc, n, NULL, &flags), 0u);
+            assert_memory_equal(ua, ub, sizeof ua);
+            assert_int_equal(flags, want_flags);
 
             /* votes: one more above the bar, saturating. */
+            flags = 0u;
             memcpy(ua, u, sizeof ua);
             memcpy(ub, u, sizeof ub);
             uwant = UINT32_MAX;
             for (size_t i = 0; i < n; ++i) {
-                if (w[i] > bar && ua[i] != UINT32_MAX) ua[i] += 1u;
+                if (wc[i] > bar && ua[i] != UINT32_MAX) ua[i] += 1u;
                 if (ua[i] < uwant) uwant = ua[i];
             }
             for (want_at = 0; want_at < n && ua[want_at] != uwant; ++want_at)
                 ;
             if (n == 0) want_at = 0;
-            assert_int_equal(k->vote_least(ub, w, n, bar, &at), uwant);
+            assert_int_equal(k->vote_least(ub, wc, n, bar, &at, &flags), uwant);
             assert_memory_equal(ua, ub, sizeof ua);
             assert_int_equal(at, want_at);
+            assert_int_equal(flags, want_flags);
+            memcpy(ub, u, sizeof ub);
+            flags = 0u;
+            assert_int_equal(k->vote_least(ub, wc, n, bar, NULL, &flags), 0u);
+            assert_memory_equal(ua, ub, sizeof ua);
+            assert_int_equal(flags, want_flags);
         }
     }
 }
@@ -242,6 +259,11 @@ static void run_scenario(unsigned long seed) {
     assert_int_equal(pb_kvcache_create(&c, NULL, &p), PB_OK);
     assert_int_equal(ref_create_config(&ref, &c), PB_OK);
     p->k = variants[seed % nk];
+    /* Votes that might saturate are checked before the update, the others
+     * as it reads them (undone on a bad weight): both ways here. */
+    const int votes_checked_first =
+        c.scorer == PB_SCORER_VOTES && seed % 3u == 0u;
+    if (votes_checked_first) p->gap = UINT32_MAX;
 
     static float w[1024];
     static uint32_t va[1024], vb[1024];
@@ -250,6 +272,7 @@ static void run_scenario(unsigned long seed) {
     for (uint32_t step = 0; step < steps; ++step) {
         if (pbt_below(&r, 400) == 0) { /* now and then a reset */
             assert_int_equal(pb_kvcache_reset(p), PB_OK);
+            if (votes_checked_first) p->gap = UINT32_MAX;
             ref_reset(&ref);
             pos = 0;
             since = 0;
@@ -273,6 +296,20 @@ static void run_scenario(unsigned long seed) {
         }
         const int null_step = pbt_below(&r, 25) == 0;
         for (size_t i = 0; i < n; ++i) w[i] = weight(&r, style, n);
+        if (n > 0 && pbt_below(&r, 8) == 0) {
+            /* The same step with one bad weight first: refused, and the
+             * scores stay as they were (the comparisons below see it). */
+            static const float bad[] = {NAN, -1.0f, INFINITY, -1e-40f};
+            const size_t at = pbt_below(&r, 2) ? n - 1u
+                                               : pbt_below(&r, (uint32_t)n);
+            const float keep = w[at];
+            w[at] = bad[pbt_below(&r, 4)];
+            const int least_ok = p->least_ok;
+            assert_int_equal(pb_kvcache_observe(p, pos, w, n), PB_ERR_WEIGHT);
+            assert_int_equal(p->least_ok, least_ok);
+            assert_int_equal(pb_kvcache_kept_count(p), n);
+            w[at] = keep;
+        }
         assert_int_equal(pb_kvcache_observe(p, pos, null_step ? NULL : w, n),
                          PB_OK);
         assert_int_equal(ref_observe(&ref, pos, null_step ? NULL : w, n),
