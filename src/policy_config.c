@@ -160,20 +160,22 @@ static size_t max_holes_of(size_t capacity) {
 
 /* The block of an instance whose scorer is not the window: the positions,
  * one score per position (as wide as the scorer needs; the last scorer
- * two, its scores and the spare array a step writes its record to) and,
- * when victims are chosen by score, the selection histogram. No ring, no holes, no
+ * two, its scores and the spare array a step writes its record to), each
+ * with pb__source_slack ranks of room, and, when victims are chosen by
+ * score, the selection histogram. No ring, no holes, no
  * pooling or prefill scratch. */
 static pb_status source_layout_of(const pb__config *cfg, pb__layout *out) {
     if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
     const size_t capacity = (size_t)cfg->capacity;
     const size_t per = pb__source_score_bytes(cfg->scorer);
     const int spare = cfg->scorer == (uint32_t)PB_SCORER_LAST;
+    const size_t ranks = capacity + pb__source_slack(cfg->scorer, capacity);
     memset(out, 0, sizeof *out);
     size_t cursor = 0, off_struct = 0;
     if (!region(&cursor, sizeof(struct pb_kvcache), &off_struct) ||
-        !region(&cursor, capacity * sizeof(uint32_t), &out->off_pos) ||
-        !region(&cursor, capacity * per, &out->off_scores) ||
-        !region(&cursor, spare ? capacity * per : 0u, &out->off_spare) ||
+        !region(&cursor, ranks * sizeof(uint32_t), &out->off_pos) ||
+        !region(&cursor, ranks * per, &out->off_scores) ||
+        !region(&cursor, spare ? ranks * per : 0u, &out->off_spare) ||
         !region(&cursor, per ? PB__HIST_BINS * sizeof(size_t) : 0u,
                 &out->off_hist) ||
         cursor > SIZE_MAX - (PB__ALIGN - 1u))

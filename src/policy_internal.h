@@ -305,15 +305,24 @@ struct pb_kvcache {
                              admission there writes nothing, and the next
                              one past it zeroes a whole cache line of
                              columns at once */
-    union {               /* one scorer or the other, never both */
-        void *work;       /* window scorer: pooling scratch, work_bytes */
-        void *source_spare; /* last scorer: a second array of records
-                             (source, below), where a step writes its
-                             record before the two swap (a bad weight
-                             found on the way leaves the scores as they
-                             were); NULL for the other scorers */
+    union { /* one scorer or the others, never both */
+        struct {
+            void *work;        /* window scorer: pooling scratch */
+            size_t work_bytes;
+        };
+        struct {
+            void *source_spare; /* last scorer: a second array of records
+                                   (source, below), where a step writes
+                                   its record before the two swap (a bad
+                                   weight found on the way leaves the
+                                   scores as they were); else NULL */
+            size_t source_shift; /* last scorer: ranks pos[] and the
+                                   score arrays have moved up from their
+                                   starts, at most pb__source_slack,
+                                   closing a victim's gap from the
+                                   shorter side; else 0 */
+        };
     };
-    size_t work_bytes;
     size_t *hist;         /* [PB__HIST_BINS] selection histogram; the same
                              memory as cands and heap (no call uses both) */
     void *source;         /* a scorer other than the window: one score per
@@ -393,6 +402,18 @@ typedef struct pb__prefill_scratch {
  * size_t. Pure. */
 pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
                                  size_t len, pb__prefill_scratch *out);
+
+/* The ranks of room the last scorer's arrays have before their start, so
+ * that a victim's gap can close from the shorter side: a 16th of the
+ * capacity (3/4 byte per held position). Its scores are one step's
+ * attention, so its victims lie anywhere; the cumulative and votes scores
+ * grow with age, so theirs lie mostly among the newest ranks, where the
+ * room would only cost memory and vectors off their alignment (measured:
+ * no gain for cumulative, votes 4 % slower), and the none scorer's go
+ * from the front, but its 4 bytes per position are its whole budget. */
+static inline size_t pb__source_slack(uint32_t scorer, size_t capacity) {
+    return scorer == PB_SCORER_LAST ? capacity / 16u : 0u;
+}
 
 /* The bytes per held position of a scorer's own score (its source array);
  * 0 for the window scorer, whose scores live in the ring. */

@@ -31,11 +31,31 @@
  * of the ring, pooling or holes.
  */
 #include <assert.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "policy_internal.h"
 
+/* Moves pos[] and the score arrays (the spare too: its contents are dead)
+ * by `by` ranks, up (> 0) or down, with the ranks 0 .. count-1 that
+ * live. */
+static void shift_arrays(pb_kvcache *p, ptrdiff_t by, size_t count) {
+    const size_t per = pb__source_score_bytes(p->cfg.scorer);
+    memmove(p->pos + by, p->pos, count * sizeof *p->pos);
+    p->pos += by;
+    if (per != 0u) {
+        unsigned char *s = p->source;
+        memmove(s + by * (ptrdiff_t)per, s, count * per);
+        p->source = s + by * (ptrdiff_t)per;
+    }
+    if (p->source_spare != NULL)
+        p->source_spare = (unsigned char *)p->source_spare +
+                          by * (ptrdiff_t)per;
+    p->source_shift = (size_t)((ptrdiff_t)p->source_shift + by);
+}
+
 void pb__source_reset(pb_kvcache *p) {
+    shift_arrays(p, -(ptrdiff_t)p->source_shift, 0u);
     /* No weight is too large to quantise here (nothing is quantised), so
      * the observe's weight check looks for bad weights only. */
     p->q_limit_bits = UINT32_MAX;
@@ -206,6 +226,25 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
     return PB_OK;
 }
 
+/* Drops rank r of pos[] and of the scores, moving the shorter side: the
+ * ranks before it up by one where the arrays have room before their
+ * start (making room, by moving every rank back to the start, when that
+ * is used up), else the ranks after it down. */
+static void close_rank(pb_kvcache *p, size_t r) {
+    const size_t after = p->kept - r - 1u;
+    const size_t slack = pb__source_slack(p->cfg.scorer, p->capacity);
+    if (r < after && slack > 0u) {
+        if (p->source_shift == slack)
+            shift_arrays(p, -(ptrdiff_t)slack, p->kept);
+        shift_arrays(p, 1, r);
+        return;
+    }
+    unsigned char *s = p->source;
+    const size_t per = pb__source_score_bytes(p->cfg.scorer);
+    memmove(p->pos + r, p->pos + r + 1u, after * sizeof *p->pos);
+    memmove(s + r * per, s + (r + 1u) * per, after * per);
+}
+
 /* Moves ranks from .. kept-1 of pos[] and of the scores to start at rank
  * `to` (to <= from). */
 static void close_tail(pb_kvcache *p, size_t from, size_t to) {
@@ -256,7 +295,7 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
         }
         assert(best < end);
         victims[0] = p->pos[best];
-        close_tail(p, best + 1u, best);
+        close_rank(p, best);
         p->kept -= 1u;
         return;
     }
