@@ -381,8 +381,10 @@ PB_API pb_status pb_kvcache_pyramidkv_size(
  * an explicit one), recent_window and sinks. obs_window, pool_kernel and
  * pool shape the window scorer only: the others validate them and ignore
  * them. An instance allocates only what its scorer keeps per position:
- * beside the 4-byte position, 8 bytes (cumulative), 4 (last, votes) or
- * nothing (none). */
+ * beside the 4-byte position, 8 bytes (cumulative), 4 (votes), 8.75
+ * (last: its records twice, a step writing the new ones beside the old,
+ * and a 16th of room to close a victim's gap from the front) or nothing
+ * (none). */
 typedef enum pb_scorer {
     PB_SCORER_WINDOW = 0,     /* SnapKV/PyramidKV: attention summed over the
                                  last obs_window observed steps, pooled */
