@@ -271,10 +271,18 @@ PB__INLINE uint32_t least_u32_body(const uint32_t *x, size_t n) {
 }
 
 /* The first j < n with x[j] <= t, or n, a chunk at a time as
- * first_below_body. */
+ * first_below_body; with far, first in chunks four times as long (one
+ * horizontal sum per 128 values), for a hit expected far in. */
+#define PB__WIDE_CHUNK (4u * PB__BELOW_CHUNK)
 PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
-                                         uint32_t t) {
+                                         uint32_t t, int far) {
     size_t j = 0;
+    for (; far && j + PB__WIDE_CHUNK <= n; j += PB__WIDE_CHUNK) {
+        uint32_t hits = 0;
+        for (size_t k = 0; k < PB__WIDE_CHUNK; ++k)
+            hits += (uint32_t)(x[j + k] <= t);
+        if (hits != 0u) break;
+    }
     for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
         uint32_t hits = 0;
         for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
@@ -385,7 +393,8 @@ PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
     }
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
     if (!want) return 0u;
-    *at = first_at_most_u32_body(x, n, m);
+    /* Records are one step's attention: the least lies anywhere. */
+    *at = first_at_most_u32_body(x, n, m, 0);
     return m;
 }
 
@@ -405,7 +414,8 @@ PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
     }
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
     if (!want) return 0u;
-    *at = first_at_most_u32_body(x, n, m);
+    /* Votes grow with age: the least lies mostly among the newest. */
+    *at = first_at_most_u32_body(x, n, m, 1);
     return m;
 }
 
@@ -524,7 +534,7 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
     }                                                                         \
     attr static size_t first_at_most_u32_##suffix(const uint32_t *x,          \
                                                   size_t n, uint32_t t) {     \
-        return first_at_most_u32_body(x, n, t);                               \
+        return first_at_most_u32_body(x, n, t, 0);                            \
     }                                                                         \
     attr static uint64_t add_least_##suffix(double *x, const float *w,        \
                                             size_t n, size_t *at) {           \
