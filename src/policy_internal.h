@@ -83,6 +83,21 @@ void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
 pb_status pb__config_resolve(const pb_kvcache_config *config,
                              pb__config *out);
 
+/* The index of the lowest set bit of v != 0: the compilers' count of
+ * trailing zeros where there is one, else a de Bruijn multiply. */
+static inline unsigned pb__lowest_bit(uint64_t v) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctzll(v);
+#else
+    static const unsigned char index[64] = {
+         0,  1,  2, 53,  3,  7, 54, 27,  4, 38, 41,  8, 34, 55, 48, 28,
+        62,  5, 39, 46, 44, 42, 22,  9, 24, 35, 59, 56, 49, 18, 29, 11,
+        63, 52,  6, 26, 37, 40, 33, 47, 61, 45, 43, 21, 23, 58, 17, 10,
+        51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12};
+    return index[((v & (~v + 1u)) * UINT64_C(0x022FDD63CC95386D)) >> 58];
+#endif
+}
+
 /* How many of the ascending pos[0 .. n-1] are below `bound` (the sinks
  * held: few, and the oldest). A short walk, then a binary search without
  * branches on the data: every evict and step of an instance with sinks
@@ -188,21 +203,24 @@ typedef struct pb__kernels {
     uint32_t (*least_u32)(const uint32_t *x, size_t n);
     /* The least j < n with x[j] <= t, or n if there is none. */
     size_t (*first_at_most_u32)(const uint32_t *x, size_t n, uint32_t t);
-    /* The score updates of the other scorers, each returning the least
-     * new score of x[0 .. n-1] (as least_bits / least_u32) and writing to
-     * *at the first j holding it (for n = 0: the pattern of INT64_MAX, or
-     * UINT32_MAX, and 0):
+    /* The score updates of the other scorers over x[0 .. n-1], each
+     * returning the least new score among x[lo .. hi-1] (lo <= hi <= n;
+     * as least_bits / least_u32) and writing to *at the first j holding
+     * it (for lo == hi: the pattern of INT64_MAX, or UINT32_MAX, and lo):
      * cumulative: x[i] += (double)w[i]; */
-    uint64_t (*add_least)(double *x, const float *w, size_t n, size_t *at);
+    uint64_t (*add_least)(double *x, const float *w, size_t lo, size_t hi,
+                          size_t n, size_t *at);
     /* last: x[i] = the bits of w[i] with the sign cleared; */
-    uint32_t (*record_least)(uint32_t *x, const float *w, size_t n,
-                             size_t *at, unsigned *bad);
+    uint32_t (*record_least)(uint32_t *x, const float *w, size_t lo,
+                             size_t hi, size_t n, size_t *at, unsigned *bad);
     /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX.
      * These two also check the weights as they read them: *bad |=
      * PB__WEIGHT_BAD if some w[i] is bad (x is updated all the same). With
-     * at NULL, any of the three only updates (returning 0). */
-    uint32_t (*vote_least)(uint32_t *x, const float *w, size_t n, float bar,
-                           size_t *at, unsigned *bad);
+     * at NULL, any of the three only updates (returning 0; lo and hi are
+     * not read). */
+    uint32_t (*vote_least)(uint32_t *x, const float *w, size_t lo,
+                           size_t hi, size_t n, float bar, size_t *at,
+                           unsigned *bad);
     /* Bit j % 64 of bits[j / 64] is set iff x[j] < t, j < n; the rest of
      * the last word is 0. Writes ceil(n / 64) words. Every x[j] >= +0 and
      * t > 0, all finite (the quantised sums and a bound above them). */

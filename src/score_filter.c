@@ -332,16 +332,6 @@ static void and_shift(uint64_t *bits, size_t nw, unsigned s) {
     }
 }
 
-/* The index of the lowest set bit of a non-zero word (de Bruijn). */
-static unsigned lowest_bit(uint64_t v) {
-    static const unsigned char index[64] = {
-         0,  1,  2, 53,  3,  7, 54, 27,  4, 38, 41,  8, 34, 55, 48, 28,
-        62,  5, 39, 46, 44, 42, 22,  9, 24, 35, 59, 56, 49, 18, 29, 11,
-        63, 52,  6, 26, 37, 40, 33, 47, 61, 45, 43, 21, 23, 58, 17, 10,
-        51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12};
-    return index[((v & (~v + 1u)) * UINT64_C(0x022FDD63CC95386D)) >> 58];
-}
-
 /* Scans the window maxima of ranks 0 .. evictable-1. With thr < 0 it also
  * keeps the heap of the `needed` smallest and records every rank that may
  * still turn out a candidate; with thr >= 0 it records the ranks at or
@@ -432,7 +422,7 @@ static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
             if (m - i * 64u < 64u)
                 word &= (UINT64_C(1) << (m - i * 64u)) - 1u;
             while (word != 0u) {
-                const size_t col = c + i * 64u + lowest_bit(word);
+                const size_t col = c + i * 64u + pb__lowest_bit(word);
                 word &= word - 1u;
                 /* The bits may come from a bound the heap has since
                  * lowered: a column whose own sum already rules it out

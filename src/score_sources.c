@@ -136,27 +136,16 @@ static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
     const pb__kernels *k = p->k;
     unsigned bad = 0u;
     switch (p->cfg.scorer) {
-    case PB_SCORER_CUMULATIVE: {
-        double *s = p->source;
-        (void)k->add_least(s, attn, lo, NULL);
-        const uint64_t m = k->add_least(s + lo, attn + lo, hi - lo, at);
-        (void)k->add_least(s + hi, attn + hi, n - hi, NULL);
-        *least = m;
+    case PB_SCORER_CUMULATIVE:
+        *least = k->add_least(p->source, attn, lo, hi, n, at);
         break;
-    }
-    case PB_SCORER_LAST: {
-        uint32_t *r = p->source_spare;
-        (void)k->record_least(r, attn, lo, NULL, &bad);
-        *least = k->record_least(r + lo, attn + lo, hi - lo, at, &bad);
-        (void)k->record_least(r + hi, attn + hi, n - hi, NULL, &bad);
+    case PB_SCORER_LAST:
+        *least = k->record_least(p->source_spare, attn, lo, hi, n, at, &bad);
         break;
-    }
     default: { /* votes */
         uint32_t *v = p->source;
         const float bar = vote_bar(n);
-        (void)k->vote_least(v, attn, lo, bar, NULL, &bad);
-        *least = k->vote_least(v + lo, attn + lo, hi - lo, bar, at, &bad);
-        (void)k->vote_least(v + hi, attn + hi, n - hi, bar, NULL, &bad);
+        *least = k->vote_least(v, attn, lo, hi, n, bar, at, &bad);
         if (bad) undo_votes(v, attn, n, bar);
         break;
     }
@@ -196,7 +185,6 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
             p->gap += 1u;
         p->least_ok = 0;
         if (find) {
-            at += lo;
             if (end > n && (hi == lo || least != 0u)) {
                 /* The admitted position's score, 0, is the least only if
                  * no earlier rank holds 0 too. */

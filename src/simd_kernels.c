@@ -243,6 +243,8 @@ PB__INLINE size_t first_below_body(const double *x, size_t n, double t) {
  * as the values do. Eight independent lanes (a vector compare and blend
  * where the target has one), then the lanes' least. */
 #define PB__LEAST_LANES 8u
+/* Values per block of add_least_body's lanes. */
+#define PB__LEAST_BLOCK 64u
 PB__INLINE uint64_t least_bits_body(const double *x, size_t n) {
     int64_t lane[PB__LEAST_LANES];
     for (size_t k = 0; k < PB__LEAST_LANES; ++k) lane[k] = INT64_MAX;
@@ -294,61 +296,89 @@ PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
     return n;
 }
 
-/* The updates of the other scorers' scores (score_sources.c), each with
- * the least new score and the first index holding it found on the way
- * (want), or the update alone. Where the target has a vector min of
- * 64-bit integers (min64: AVX-512) the cumulative one keeps the least
- * bit pattern in eight lanes as it adds, then finds its first index a
- * chunk at a time (a quarter less per step than the chunk minima below,
- * which GCC compiles to scalar minima). Elsewhere it adds in one
- * vectorised pass, then takes each chunk's least in four independent
- * chains, remembers the first chunk holding the least so far, and looks
- * for it only there: faster than the lanes with AVX2 (compare and blend;
- * measured), and the lanes would make the whole loop scalar where no
- * 64-bit vector compare exists (the baseline variant). */
-PB__INLINE uint64_t add_least_body(double *restrict x,
-                                   const float *restrict w, size_t n,
-                                   size_t *at, int want, int min64) {
-    if (!want) {
-        for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
-        return 0u;
+/* Each lane's least so far and the first block (its start, i) where it
+ * reached it, given the block's least per lane: masks, the form the
+ * compilers vectorise. */
+PB__INLINE void least_block(int64_t *lane, int64_t *block,
+                            const int64_t *bm, size_t i) {
+    for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
+        const int64_t lower = -(int64_t)(bm[q] < lane[q]);
+        lane[q] = bm[q] < lane[q] ? bm[q] : lane[q];
+        block[q] = (block[q] & ~lower) | ((int64_t)i & lower);
     }
-    if (n == 0u) {
-        *at = 0u;
-        return (uint64_t)INT64_MAX;
-    }
+}
+
+/* x[i] += (double)w[i] for i < n. */
+PB__INLINE void add_body(double *restrict x, const float *restrict w,
+                         size_t n) {
+    for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
+}
+
+/* add_body with the least new bit pattern among x[0 .. n-1] (n >= 1) and
+ * the first index holding it (*at). Where the target has a vector min of
+ * 64-bit integers (min64: AVX-512) it keeps, in the adding pass, the
+ * least of each block of 64 per lane (lane q holding the indices q mod 8)
+ * and per lane its least so far and the first block where it reached
+ * it: the first index holding the least is then in the first block among
+ * the lanes holding it, one block to look in, not the whole run (the
+ * values past the whole blocks, fewer than 64, count as one more block).
+ * Elsewhere it adds in one vectorised pass, then takes each chunk's least
+ * in four independent chains, remembers the first chunk holding the least
+ * so far, and looks for it only there: faster than lanes with AVX2
+ * (compare and blend; measured), and lanes would make the whole loop
+ * scalar where no 64-bit vector compare exists (the baseline variant). */
+PB__INLINE uint64_t add_least_run(double *restrict x,
+                                  const float *restrict w, size_t n,
+                                  size_t *at, int min64) {
     if (min64) {
-        /* A vector min of 64-bit integers (AVX-512): the least bit
-         * pattern in the adding pass, eight lanes, then the first j at
-         * or below it, a chunk at a time. */
-        int64_t lane[PB__LEAST_LANES];
-        for (size_t q = 0; q < PB__LEAST_LANES; ++q) lane[q] = INT64_MAX;
-        size_t i = 0;
-        for (; i + PB__LEAST_LANES <= n; i += PB__LEAST_LANES)
-            for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
-                const double v = x[i + q] + (double)w[i + q];
-                x[i + q] = v;
-                int64_t b;
-                memcpy(&b, &v, sizeof b);
-                lane[q] = b < lane[q] ? b : lane[q];
-            }
-        int64_t m = INT64_MAX;
-        for (; i < n; ++i) {
-            const double v = x[i] + (double)w[i];
-            x[i] = v;
-            int64_t b;
-            memcpy(&b, &v, sizeof b);
-            m = b < m ? b : m;
+        int64_t lane[PB__LEAST_LANES], block[PB__LEAST_LANES];
+        for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
+            lane[q] = INT64_MAX;
+            block[q] = 0;
         }
+        size_t i = 0;
+        for (; i + PB__LEAST_BLOCK <= n; i += PB__LEAST_BLOCK) {
+            int64_t bm[PB__LEAST_LANES];
+            for (size_t q = 0; q < PB__LEAST_LANES; ++q) bm[q] = INT64_MAX;
+            for (size_t r = 0; r < PB__LEAST_BLOCK; r += PB__LEAST_LANES)
+                for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
+                    const double v = x[i + r + q] + (double)w[i + r + q];
+                    x[i + r + q] = v;
+                    int64_t b;
+                    memcpy(&b, &v, sizeof b);
+                    bm[q] = b < bm[q] ? b : bm[q];
+                }
+            least_block(lane, block, bm, i);
+        }
+        /* The lanes' least, then the first block among the lanes holding
+         * it: two reductions, the form the compilers vectorise. */
+        int64_t m = INT64_MAX, first = INT64_MAX;
         for (size_t q = 0; q < PB__LEAST_LANES; ++q)
             m = lane[q] < m ? lane[q] : m;
+        for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
+            const int64_t b = lane[q] == m ? block[q] : INT64_MAX;
+            first = b < first ? b : first;
+        }
+        int64_t tail = INT64_MAX;
+        for (size_t j = i; j < n; ++j) {
+            const double v = x[j] + (double)w[j];
+            x[j] = v;
+            int64_t b;
+            memcpy(&b, &v, sizeof b);
+            tail = b < tail ? b : tail;
+        }
+        size_t from = (size_t)first;
+        if (tail < m) { /* on a tie the earlier block holds it first */
+            m = tail;
+            from = i;
+        }
         double above; /* the double just above the least */
         const int64_t next = m + 1;
         memcpy(&above, &next, sizeof above);
-        *at = first_below_body(x, n, above);
+        *at = from + first_below_body(x + from, n - from, above);
         return (uint64_t)m;
     }
-    for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
+    add_body(x, w, n);
     double least = x[0];
     size_t from = 0, j = 0;
     for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
@@ -376,46 +406,98 @@ PB__INLINE uint64_t add_least_body(double *restrict x,
     return m;
 }
 
+/* The updates of the other scorers' scores (score_sources.c) over ranks
+ * 0 .. n-1, in one call: with want, the least new score among ranks
+ * lo .. hi-1 and the first rank holding it (*at) found on the way (for
+ * lo == hi: the pattern of INT64_MAX, or UINT32_MAX, and lo); else the
+ * update alone. */
+PB__INLINE uint64_t add_least_body(double *restrict x,
+                                   const float *restrict w, size_t lo,
+                                   size_t hi, size_t n, size_t *at,
+                                   int want, int min64) {
+    if (!want) {
+        add_body(x, w, n);
+        return 0u;
+    }
+    add_body(x, w, lo);
+    uint64_t m = (uint64_t)INT64_MAX;
+    size_t r = 0;
+    if (hi > lo) m = add_least_run(x + lo, w + lo, hi - lo, &r, min64);
+    add_body(x + hi, w + hi, n - hi);
+    *at = lo + r;
+    return m;
+}
+
 /* The last and votes updates check the weights in the same pass (the
  * caller undoes the update when *bad says one was bad): one read of a row
- * that usually comes from beyond the L1 cache. */
-PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
-                                      const float *restrict w, size_t n,
-                                      size_t *at, unsigned *bad, int want) {
-    uint32_t m = UINT32_MAX, wrong = 0u;
+ * that usually comes from beyond the L1 cache. Each run returns the least
+ * new score of its n (UINT32_MAX for none) and ORs its bad bits into
+ * *wrong. */
+PB__INLINE uint32_t record_run(uint32_t *restrict x, const float *restrict w,
+                               size_t n, uint32_t *wrong) {
+    uint32_t m = UINT32_MAX, bad = 0u;
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
-        wrong |= bad_bits(b);
+        bad |= bad_bits(b);
         b &= UINT32_C(0x7FFFFFFF);
         x[i] = b;
         m = b < m ? b : m;
     }
-    *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
-    if (!want) return 0u;
-    /* Records are one step's attention: the least lies anywhere. */
-    *at = first_at_most_u32_body(x, n, m, 0);
+    *wrong |= bad;
     return m;
 }
 
-PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
-                                    const float *restrict w, size_t n,
-                                    float bar, size_t *at, unsigned *bad,
-                                    int want) {
-    uint32_t m = UINT32_MAX, wrong = 0u;
+PB__INLINE uint32_t vote_run(uint32_t *restrict x, const float *restrict w,
+                             size_t n, float bar, uint32_t *wrong) {
+    uint32_t m = UINT32_MAX, bad = 0u;
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
-        wrong |= bad_bits(b);
+        bad |= bad_bits(b);
         const uint32_t v =
             x[i] + ((uint32_t)(w[i] > bar) & (uint32_t)(x[i] != UINT32_MAX));
         x[i] = v;
         m = v < m ? v : m;
     }
+    *wrong |= bad;
+    return m;
+}
+
+/* As add_least_body, for the other two. */
+PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
+                                      const float *restrict w, size_t lo,
+                                      size_t hi, size_t n, size_t *at,
+                                      unsigned *bad, int want) {
+    uint32_t wrong = 0u, m = 0u;
+    if (!want) {
+        (void)record_run(x, w, n, &wrong);
+    } else {
+        (void)record_run(x, w, lo, &wrong);
+        m = record_run(x + lo, w + lo, hi - lo, &wrong);
+        (void)record_run(x + hi, w + hi, n - hi, &wrong);
+        /* Records are one step's attention: the least lies anywhere. */
+        *at = lo + first_at_most_u32_body(x + lo, hi - lo, m, 0);
+    }
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
-    if (!want) return 0u;
-    /* Votes grow with age: the least lies mostly among the newest. */
-    *at = first_at_most_u32_body(x, n, m, 1);
+    return m;
+}
+
+PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
+                                    const float *restrict w, size_t lo,
+                                    size_t hi, size_t n, float bar,
+                                    size_t *at, unsigned *bad, int want) {
+    uint32_t wrong = 0u, m = 0u;
+    if (!want) {
+        (void)vote_run(x, w, n, bar, &wrong);
+    } else {
+        (void)vote_run(x, w, lo, bar, &wrong);
+        m = vote_run(x + lo, w + lo, hi - lo, bar, &wrong);
+        (void)vote_run(x + hi, w + hi, n - hi, bar, &wrong);
+        /* Votes grow with age: the least lies mostly among the newest. */
+        *at = lo + first_at_most_u32_body(x + lo, hi - lo, m, 1);
+    }
+    *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
     return m;
 }
 
@@ -537,20 +619,24 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
         return first_at_most_u32_body(x, n, t, 0);                            \
     }                                                                         \
     attr static uint64_t add_least_##suffix(double *x, const float *w,        \
-                                            size_t n, size_t *at) {           \
-        if (at == NULL) return add_least_body(x, w, n, at, 0, min64);         \
-        return add_least_body(x, w, n, at, 1, min64);                         \
+                                            size_t lo, size_t hi, size_t n,   \
+                                            size_t *at) {                     \
+        if (at == NULL) return add_least_body(x, w, 0, 0, n, at, 0, min64);   \
+        return add_least_body(x, w, lo, hi, n, at, 1, min64);                 \
     }                                                                         \
     attr static uint32_t record_least_##suffix(                               \
-        uint32_t *x, const float *w, size_t n, size_t *at, unsigned *bad) {   \
-        if (at == NULL) return record_least_body(x, w, n, at, bad, 0);        \
-        return record_least_body(x, w, n, at, bad, 1);                        \
+        uint32_t *x, const float *w, size_t lo, size_t hi, size_t n,          \
+        size_t *at, unsigned *bad) {                                          \
+        if (at == NULL)                                                       \
+            return record_least_body(x, w, 0, 0, n, at, bad, 0);              \
+        return record_least_body(x, w, lo, hi, n, at, bad, 1);                \
     }                                                                         \
-    attr static uint32_t vote_least_##suffix(uint32_t *x, const float *w,     \
-                                             size_t n, float bar,             \
-                                             size_t *at, unsigned *bad) {     \
-        if (at == NULL) return vote_least_body(x, w, n, bar, at, bad, 0);     \
-        return vote_least_body(x, w, n, bar, at, bad, 1);                     \
+    attr static uint32_t vote_least_##suffix(                                 \
+        uint32_t *x, const float *w, size_t lo, size_t hi, size_t n,          \
+        float bar, size_t *at, unsigned *bad) {                               \
+        if (at == NULL)                                                       \
+            return vote_least_body(x, w, 0, 0, n, bar, at, bad, 0);           \
+        return vote_least_body(x, w, lo, hi, n, bar, at, bad, 1);             \
     }                                                                         \
     attr static void below_bits_##suffix(const double *x, size_t n, double t, \
                                          uint64_t *bits) {                    \

@@ -107,18 +107,6 @@ void pb__ring_window_scores_range(const pb__kernels *k, const float *ring,
                      limit - run.col, out + (run.rank - first));
 }
 
-/* Index of the lowest set bit of v != 0. */
-static unsigned lowest_bit(uint64_t v) {
-    assert(v != 0u);
-#if defined(__GNUC__) || defined(__clang__)
-    return (unsigned)__builtin_ctzll(v);
-#else
-    unsigned i = 0;
-    while (((v >> i) & 1u) == 0u) ++i;
-    return i;
-#endif
-}
-
 /* Copies the set columns of one array of elem-byte elements to its front;
  * returns their count. */
 static size_t compact_row(unsigned char *row, size_t elem,
@@ -130,9 +118,10 @@ static size_t compact_row(unsigned char *row, size_t elem,
         const size_t base = wi * 64u;
         while (bits != 0u) {
             /* One run of consecutive survivors per iteration. */
-            const unsigned start = lowest_bit(bits);
+            const unsigned start = pb__lowest_bit(bits);
             const uint64_t rest = ~(bits >> start);
-            const unsigned end = rest == 0u ? 64u : start + lowest_bit(rest);
+            const unsigned end =
+                rest == 0u ? 64u : start + pb__lowest_bit(rest);
             const size_t len = (size_t)(end - start);
             if (w != base + start)
                 memmove(row + w * elem, row + (base + start) * elem,
