@@ -420,11 +420,37 @@ PB__INLINE uint64_t add_least_body(double *restrict x,
         return 0u;
     }
     add_body(x, w, lo);
+    /* With min64 the blocks start on a cache line of x (a run after the
+     * sinks starts off one): the ranks before it first, on their own. */
+    size_t a = lo;
+    int64_t head = INT64_MAX;
+    if (min64) {
+        const size_t to = lo + (PB__ALIGN - (uintptr_t)(x + lo) % PB__ALIGN) %
+                                   PB__ALIGN / sizeof *x;
+        if (to + PB__LEAST_BLOCK <= hi)
+            for (; a < to; ++a) {
+                const double v = x[a] + (double)w[a];
+                x[a] = v;
+                int64_t b;
+                memcpy(&b, &v, sizeof b);
+                head = b < head ? b : head;
+            }
+    }
     uint64_t m = (uint64_t)INT64_MAX;
     size_t r = 0;
-    if (hi > lo) m = add_least_run(x + lo, w + lo, hi - lo, &r, min64);
+    if (hi > a) m = add_least_run(x + a, w + a, hi - a, &r, min64);
     add_body(x + hi, w + hi, n - hi);
-    *at = lo + r;
+    *at = a + r;
+    if (a > lo && head <= (int64_t)m) { /* the first holding the least */
+        size_t j = lo;
+        for (;; ++j) {
+            int64_t b;
+            memcpy(&b, x + j, sizeof b);
+            if (b == head) break;
+        }
+        *at = j;
+        m = (uint64_t)head;
+    }
     return m;
 }
 
