@@ -296,6 +296,21 @@ PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
     return n;
 }
 
+/* x[j] += (double)w[j] for from <= j < to (a few), and the least new bit
+ * pattern among them (INT64_MAX for none). */
+PB__INLINE int64_t add_short(double *restrict x, const float *restrict w,
+                             size_t from, size_t to) {
+    int64_t least = INT64_MAX;
+    for (size_t j = from; j < to; ++j) {
+        const double v = x[j] + (double)w[j];
+        x[j] = v;
+        int64_t b;
+        memcpy(&b, &v, sizeof b);
+        least = b < least ? b : least;
+    }
+    return least;
+}
+
 /* Each lane's least so far and the first block (its start, i) where it
  * reached it, given the block's least per lane: masks, the form the
  * compilers vectorise. */
@@ -359,14 +374,7 @@ PB__INLINE uint64_t add_least_run(double *restrict x,
             const int64_t b = lane[q] == m ? block[q] : INT64_MAX;
             first = b < first ? b : first;
         }
-        int64_t tail = INT64_MAX;
-        for (size_t j = i; j < n; ++j) {
-            const double v = x[j] + (double)w[j];
-            x[j] = v;
-            int64_t b;
-            memcpy(&b, &v, sizeof b);
-            tail = b < tail ? b : tail;
-        }
+        const int64_t tail = add_short(x, w, i, n);
         size_t from = (size_t)first;
         if (tail < m) { /* on a tie the earlier block holds it first */
             m = tail;
@@ -427,14 +435,10 @@ PB__INLINE uint64_t add_least_body(double *restrict x,
     if (min64) {
         const size_t to = lo + (PB__ALIGN - (uintptr_t)(x + lo) % PB__ALIGN) %
                                    PB__ALIGN / sizeof *x;
-        if (to + PB__LEAST_BLOCK <= hi)
-            for (; a < to; ++a) {
-                const double v = x[a] + (double)w[a];
-                x[a] = v;
-                int64_t b;
-                memcpy(&b, &v, sizeof b);
-                head = b < head ? b : head;
-            }
+        if (to + PB__LEAST_BLOCK <= hi) {
+            head = add_short(x, w, lo, to);
+            a = to;
+        }
     }
     uint64_t m = (uint64_t)INT64_MAX;
     size_t r = 0;
