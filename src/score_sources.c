@@ -20,8 +20,9 @@
  * allocated and no scratch array is needed. An evict of one victim (after
  * every step) takes the first rank holding the least score instead; while
  * evicts go one victim at a time, each observe finds that rank as it
- * updates the scores (the kernels of simd_kernels.c), and the evict uses
- * it when its evictable range is the one the observe assumed.
+ * updates the scores (last, votes: the kernels of simd_kernels.c;
+ * cumulative: through bounds per block of ranks, below), and the evict
+ * uses it when its evictable range is the one the observe assumed.
  *
  * It validates nothing but the weights of the last and votes scorers,
  * which it checks in the pass that updates the scores (one read of a row
@@ -54,8 +55,29 @@ static void shift_arrays(pb_kvcache *p, ptrdiff_t by, size_t count) {
     p->source_shift = (size_t)((ptrdiff_t)p->source_shift + by);
 }
 
+/* The cumulative scorer's bounds: for each block of 2^bounds_shift ranks,
+ * a lower bound of the scores its held ranks have (the bit pattern of a
+ * double), kept in the selection histogram's memory, which only an evict
+ * of several victims uses (and that drops them). A step only raises
+ * scores (its weights are >= +0), so a bound stays a bound; an admission
+ * brings a 0; closing a victim's gap moves one rank of each later block
+ * into the block before it, whose bound becomes the lower of the two. An
+ * observe that wants the least then computes it only in the blocks whose
+ * bound does not exceed the least found so far, the newest first: in a
+ * decode, where the least is nearly always among the newest evictable
+ * ranks, one or two blocks of the range. */
+#define PB__BOUND_BLOCKS (PB__HIST_BINS * sizeof(size_t) / sizeof(uint64_t))
+
+static uint64_t *bounds(const pb_kvcache *p) {
+    return (uint64_t *)(void *)p->hist;
+}
+
 void pb__source_reset(pb_kvcache *p) {
     shift_arrays(p, -(ptrdiff_t)p->source_shift, 0u);
+    unsigned shift = 6u;
+    while (((p->capacity - 1u) >> shift) >= PB__BOUND_BLOCKS) ++shift;
+    p->bounds_shift = shift;
+    p->bounds_ok = 0;
     /* No weight is too large to quantise here (nothing is quantised), so
      * the observe's weight check looks for bad weights only. */
     p->q_limit_bits = UINT32_MAX;
@@ -124,6 +146,56 @@ static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
     for (size_t i = 0; i < n; ++i) v[i] -= (uint32_t)(attn[i] > bar);
 }
 
+/* The least score (bit pattern) among ranks lo .. hi-1 (lo < hi <= n,
+ * the scores of ranks 0 .. n-1 updated) and the first rank holding it
+ * (*at), through the cumulative scorer's bounds (made first if they are
+ * not there). */
+static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
+                                size_t hi, size_t *at) {
+    const pb__kernels *k = p->k;
+    const double *x = p->source;
+    uint64_t *lb = bounds(p);
+    const unsigned shift = p->bounds_shift;
+    const size_t width = (size_t)1 << shift;
+    if (!p->bounds_ok) {
+        for (size_t b = 0; (b << shift) < n; ++b) {
+            const size_t start = b << shift;
+            lb[b] = k->least_bits(x + start,
+                                  n - start < width ? n - start : width);
+        }
+        p->bounds_ok = 1;
+    }
+    uint64_t best = (uint64_t)INT64_MAX;
+    size_t found = lo;
+    for (size_t b = ((hi - 1u) >> shift) + 1u; b-- > (lo >> shift);) {
+        if (lb[b] > best) continue; /* no score there is at or below best */
+        const size_t start = b << shift;
+        const size_t end = n - start < width ? n : start + width;
+        const size_t from = start > lo ? start : lo;
+        const size_t to = end < hi ? end : hi;
+        uint64_t m;
+        if (to < end) {
+            /* The block of the recent window's first ranks (they move
+             * into the range as victims go): its bound stays as it was,
+             * which an admission or a merge soon lowers again anyway. */
+            m = k->least_bits(x + from, to - from);
+        } else {
+            const uint64_t all = k->least_bits(x + start, end - start);
+            lb[b] = all; /* exact now */
+            if (all > best) continue;
+            m = from == start ? all : k->least_bits(x + from, to - from);
+        }
+        if (m > best) continue; /* on a tie the earlier block wins */
+        double above; /* the double just above m */
+        const uint64_t next = m + 1u;
+        memcpy(&above, &next, sizeof above);
+        found = from + k->first_below(x + from, to - from, above);
+        best = m;
+    }
+    *at = found;
+    return best;
+}
+
 /* The update of the scores of ranks 0 .. n-1 by a step's weights, and
  * when `at` is not NULL the least new score among ranks lo .. hi-1 (in
  * *least) and the first rank holding it (in *at; lo <= hi <= n). The last
@@ -137,7 +209,13 @@ static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
     unsigned bad = 0u;
     switch (p->cfg.scorer) {
     case PB_SCORER_CUMULATIVE:
-        *least = k->add_least(p->source, attn, lo, hi, n, at);
+        /* The door checked the weights. */
+        k->add_weights(p->source, attn, n);
+        if (at != NULL) {
+            *at = lo;
+            *least = hi > lo ? least_in_bounds(p, n, lo, hi, at)
+                             : (uint64_t)INT64_MAX;
+        }
         break;
     case PB_SCORER_LAST:
         *least = k->record_least(p->source_spare, attn, lo, hi, n, at, &bad);
@@ -201,7 +279,10 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
         p->least_ok = 0;
     }
     switch (scorer) {
-    case PB_SCORER_CUMULATIVE: ((double *)p->source)[n] = 0.0; break;
+    case PB_SCORER_CUMULATIVE:
+        ((double *)p->source)[n] = 0.0;
+        if (p->bounds_ok) bounds(p)[n >> p->bounds_shift] = 0u;
+        break;
     case PB_SCORER_LAST:
         ((uint32_t *)p->source)[n] = 0u;
         p->unobserved += 1u;
@@ -231,6 +312,12 @@ static void close_rank(pb_kvcache *p, size_t r) {
     const size_t per = pb__source_score_bytes(p->cfg.scorer);
     memmove(p->pos + r, p->pos + r + 1u, after * sizeof *p->pos);
     memmove(s + r * per, s + (r + 1u) * per, after * per);
+    if (p->bounds_ok) { /* each later block's first rank moves down */
+        uint64_t *lb = bounds(p);
+        const unsigned shift = p->bounds_shift;
+        for (size_t b = r >> shift; b < (p->kept - 1u) >> shift; ++b)
+            lb[b] = lb[b + 1u] < lb[b] ? lb[b + 1u] : lb[b];
+    }
 }
 
 /* Moves ranks from .. kept-1 of pos[] and of the scores to start at rank
@@ -288,6 +375,7 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
         return;
     }
     pb__cut cut;
+    p->bounds_ok = 0; /* the cut's histogram is their memory */
     if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
         pb__select_lowest((const double *)p->source + first, end - first,
                           needed, p->hist, &cut);

@@ -243,8 +243,6 @@ PB__INLINE size_t first_below_body(const double *x, size_t n, double t) {
  * as the values do. Eight independent lanes (a vector compare and blend
  * where the target has one), then the lanes' least. */
 #define PB__LEAST_LANES 8u
-/* Values per block of add_least_body's lanes. */
-#define PB__LEAST_BLOCK 64u
 PB__INLINE uint64_t least_bits_body(const double *x, size_t n) {
     int64_t lane[PB__LEAST_LANES];
     for (size_t k = 0; k < PB__LEAST_LANES; ++k) lane[k] = INT64_MAX;
@@ -296,166 +294,11 @@ PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
     return n;
 }
 
-/* x[j] += (double)w[j] for from <= j < to (a few), and the least new bit
- * pattern among them (INT64_MAX for none). */
-PB__INLINE int64_t add_short(double *restrict x, const float *restrict w,
-                             size_t from, size_t to) {
-    int64_t least = INT64_MAX;
-    for (size_t j = from; j < to; ++j) {
-        const double v = x[j] + (double)w[j];
-        x[j] = v;
-        int64_t b;
-        memcpy(&b, &v, sizeof b);
-        least = b < least ? b : least;
-    }
-    return least;
-}
-
-/* Each lane's least so far and the first block (its start, i) where it
- * reached it, given the block's least per lane: masks, the form the
- * compilers vectorise. */
-PB__INLINE void least_block(int64_t *lane, int64_t *block,
-                            const int64_t *bm, size_t i) {
-    for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
-        const int64_t lower = -(int64_t)(bm[q] < lane[q]);
-        lane[q] = bm[q] < lane[q] ? bm[q] : lane[q];
-        block[q] = (block[q] & ~lower) | ((int64_t)i & lower);
-    }
-}
-
-/* x[i] += (double)w[i] for i < n. */
-PB__INLINE void add_body(double *restrict x, const float *restrict w,
-                         size_t n) {
+/* The cumulative update: x[i] += (double)w[i] for i < n (its least is
+ * found through the scorer's bounds, score_sources.c). */
+PB__INLINE void add_weights_body(double *restrict x, const float *restrict w,
+                                 size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] += (double)w[i];
-}
-
-/* add_body with the least new bit pattern among x[0 .. n-1] (n >= 1) and
- * the first index holding it (*at). Where the target has a vector min of
- * 64-bit integers (min64: AVX-512) it keeps, in the adding pass, the
- * least of each block of 64 per lane (lane q holding the indices q mod 8)
- * and per lane its least so far and the first block where it reached
- * it: the first index holding the least is then in the first block among
- * the lanes holding it, one block to look in, not the whole run (the
- * values past the whole blocks, fewer than 64, count as one more block).
- * Elsewhere it adds in one vectorised pass, then takes each chunk's least
- * in four independent chains, remembers the first chunk holding the least
- * so far, and looks for it only there: faster than lanes with AVX2
- * (compare and blend; measured), and lanes would make the whole loop
- * scalar where no 64-bit vector compare exists (the baseline variant). */
-PB__INLINE uint64_t add_least_run(double *restrict x,
-                                  const float *restrict w, size_t n,
-                                  size_t *at, int min64) {
-    if (min64) {
-        int64_t lane[PB__LEAST_LANES], block[PB__LEAST_LANES];
-        for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
-            lane[q] = INT64_MAX;
-            block[q] = 0;
-        }
-        size_t i = 0;
-        for (; i + PB__LEAST_BLOCK <= n; i += PB__LEAST_BLOCK) {
-            int64_t bm[PB__LEAST_LANES];
-            for (size_t q = 0; q < PB__LEAST_LANES; ++q) bm[q] = INT64_MAX;
-            for (size_t r = 0; r < PB__LEAST_BLOCK; r += PB__LEAST_LANES)
-                for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
-                    const double v = x[i + r + q] + (double)w[i + r + q];
-                    x[i + r + q] = v;
-                    int64_t b;
-                    memcpy(&b, &v, sizeof b);
-                    bm[q] = b < bm[q] ? b : bm[q];
-                }
-            least_block(lane, block, bm, i);
-        }
-        /* The lanes' least, then the first block among the lanes holding
-         * it: two reductions, the form the compilers vectorise. */
-        int64_t m = INT64_MAX, first = INT64_MAX;
-        for (size_t q = 0; q < PB__LEAST_LANES; ++q)
-            m = lane[q] < m ? lane[q] : m;
-        for (size_t q = 0; q < PB__LEAST_LANES; ++q) {
-            const int64_t b = lane[q] == m ? block[q] : INT64_MAX;
-            first = b < first ? b : first;
-        }
-        const int64_t tail = add_short(x, w, i, n);
-        size_t from = (size_t)first;
-        if (tail < m) { /* on a tie the earlier block holds it first */
-            m = tail;
-            from = i;
-        }
-        double above; /* the double just above the least */
-        const int64_t next = m + 1;
-        memcpy(&above, &next, sizeof above);
-        *at = from + first_below_body(x + from, n - from, above);
-        return (uint64_t)m;
-    }
-    add_body(x, w, n);
-    double least = x[0];
-    size_t from = 0, j = 0;
-    for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
-        double l[4] = {x[j], x[j + 1], x[j + 2], x[j + 3]};
-        for (size_t k = 4; k < PB__BELOW_CHUNK; k += 4)
-            for (size_t q = 0; q < 4; ++q)
-                l[q] = x[j + k + q] < l[q] ? x[j + k + q] : l[q];
-        const double a = l[0] < l[1] ? l[0] : l[1];
-        const double b = l[2] < l[3] ? l[2] : l[3];
-        const double c = a < b ? a : b;
-        if (c < least) {
-            least = c;
-            from = j;
-        }
-    }
-    for (; j < n; ++j)
-        if (x[j] < least) {
-            least = x[j];
-            from = j;
-        }
-    while (x[from] != least) ++from;
-    *at = from;
-    uint64_t m;
-    memcpy(&m, &least, sizeof m);
-    return m;
-}
-
-/* The updates of the other scorers' scores (score_sources.c) over ranks
- * 0 .. n-1, in one call: with want, the least new score among ranks
- * lo .. hi-1 and the first rank holding it (*at) found on the way (for
- * lo == hi: the pattern of INT64_MAX, or UINT32_MAX, and lo); else the
- * update alone. */
-PB__INLINE uint64_t add_least_body(double *restrict x,
-                                   const float *restrict w, size_t lo,
-                                   size_t hi, size_t n, size_t *at,
-                                   int want, int min64) {
-    if (!want) {
-        add_body(x, w, n);
-        return 0u;
-    }
-    add_body(x, w, lo);
-    /* With min64 the blocks start on a cache line of x (a run after the
-     * sinks starts off one): the ranks before it first, on their own. */
-    size_t a = lo;
-    int64_t head = INT64_MAX;
-    if (min64) {
-        const size_t to = lo + (PB__ALIGN - (uintptr_t)(x + lo) % PB__ALIGN) %
-                                   PB__ALIGN / sizeof *x;
-        if (to + PB__LEAST_BLOCK <= hi) {
-            head = add_short(x, w, lo, to);
-            a = to;
-        }
-    }
-    uint64_t m = (uint64_t)INT64_MAX;
-    size_t r = 0;
-    if (hi > a) m = add_least_run(x + a, w + a, hi - a, &r, min64);
-    add_body(x + hi, w + hi, n - hi);
-    *at = a + r;
-    if (a > lo && head <= (int64_t)m) { /* the first holding the least */
-        size_t j = lo;
-        for (;; ++j) {
-            int64_t b;
-            memcpy(&b, x + j, sizeof b);
-            if (b == head) break;
-        }
-        *at = j;
-        m = (uint64_t)head;
-    }
-    return m;
 }
 
 /* The last and votes updates check the weights in the same pass (the
@@ -494,7 +337,10 @@ PB__INLINE uint32_t vote_run(uint32_t *restrict x, const float *restrict w,
     return m;
 }
 
-/* As add_least_body, for the other two. */
+/* The last and votes updates of ranks 0 .. n-1, in one call: with want,
+ * the least new score among ranks lo .. hi-1 and the first rank holding
+ * it (*at) found on the way (for lo == hi: UINT32_MAX and lo); else the
+ * update alone. */
 PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
                                       const float *restrict w, size_t lo,
                                       size_t hi, size_t n, size_t *at,
@@ -597,9 +443,8 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
 
 /* One variant: every kernel body compiled with the target attribute attr;
  * group is the fold's accumulators per pass, wide says the target's
- * vectors shift each lane by its own count (below_bits_body), min64 that
- * they take the least of 64-bit integers (add_least_body). */
-#define PB__DEFINE_VARIANT(suffix, attr, group, wide, min64)                         \
+ * vectors shift each lane by its own count (below_bits_body). */
+#define PB__DEFINE_VARIANT(suffix, attr, group, wide)                         \
     attr static void fold_rows_##suffix(                                      \
         const float *ring, size_t row_stride, uint32_t row_begin,             \
         uint32_t row_end, size_t col, size_t n, const double *init,           \
@@ -648,11 +493,9 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
                                                   size_t n, uint32_t t) {     \
         return first_at_most_u32_body(x, n, t, 0);                            \
     }                                                                         \
-    attr static uint64_t add_least_##suffix(double *x, const float *w,        \
-                                            size_t lo, size_t hi, size_t n,   \
-                                            size_t *at) {                     \
-        if (at == NULL) return add_least_body(x, w, 0, 0, n, at, 0, min64);   \
-        return add_least_body(x, w, lo, hi, n, at, 1, min64);                 \
+    attr static void add_weights_##suffix(double *x, const float *w,         \
+                                          size_t n) {                        \
+        add_weights_body(x, w, n);                                            \
     }                                                                         \
     attr static uint32_t record_least_##suffix(                               \
         uint32_t *x, const float *w, size_t lo, size_t hi, size_t n,          \
@@ -677,15 +520,15 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
         store_sums_##suffix, quantise_add_##suffix, weight_flags_##suffix,    \
         widen_##suffix,    max_of_##suffix,       first_below_##suffix,       \
         least_bits_##suffix, least_u32_##suffix,  first_at_most_u32_##suffix, \
-        add_least_##suffix, record_least_##suffix, vote_least_##suffix,       \
+        add_weights_##suffix, record_least_##suffix, vote_least_##suffix,       \
         below_bits_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
-PB__DEFINE_VARIANT(generic, , 16u, 0, 0)
+PB__DEFINE_VARIANT(generic, , 16u, 0)
 
 #if PB__X86_VARIANTS
 /* 16 accumulators: 4 AVX registers. */
-PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u, 1, 0)
+PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u, 1)
 #endif
 #if PB__AVX512_VARIANT
 /* 32 accumulators: 4 AVX-512 registers. Both compilers would otherwise
@@ -699,7 +542,7 @@ PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u, 1, 0)
     __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,"               \
                           "prefer-vector-width=512")))
 #endif
-PB__DEFINE_VARIANT(avx512, PB__AVX512_TARGET, 32u, 1, 1)
+PB__DEFINE_VARIANT(avx512, PB__AVX512_TARGET, 32u, 1)
 #endif
 
 const pb__kernels *pb__kernels_generic(void) { return &kernels_generic; }
