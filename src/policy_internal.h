@@ -197,8 +197,8 @@ typedef struct pb__kernels {
     size_t (*first_below)(const double *x, size_t n, double t);
     /* The least bit pattern among x[0 .. n-1], n >= 1: the pattern of the
      * least value, for doubles >= +0 (not -0.0), whose patterns order as
-     * their values do. */
-    uint64_t (*least_bits)(const double *x, size_t n);
+     * their values do; with at not NULL also the first j holding it. */
+    uint64_t (*least_bits)(const double *x, size_t n, size_t *at);
     /* The least of x[0 .. n-1], n >= 1. */
     uint32_t (*least_u32)(const uint32_t *x, size_t n);
     /* The least j < n with x[j] <= t, or n if there is none. */
@@ -339,6 +339,10 @@ struct pb_kvcache {
                                    starts, at most pb__source_slack,
                                    closing a victim's gap from the
                                    shorter side; else 0 */
+            size_t bar_n;       /* votes: the held count bar is for (0:
+                                   none yet) */
+            float bar;          /* votes: the vote's bar for bar_n held
+                                   (score_sources.c, vote_bar) */
         };
     };
     size_t *hist;         /* [PB__HIST_BINS] selection histogram; the same

@@ -78,6 +78,7 @@ void pb__source_reset(pb_kvcache *p) {
     while (((p->capacity - 1u) >> shift) >= PB__BOUND_BLOCKS) ++shift;
     p->bounds_shift = shift;
     p->bounds_ok = 0;
+    p->bar_n = 0u;
     /* No weight is too large to quantise here (nothing is quantised), so
      * the observe's weight check looks for bad weights only. */
     p->q_limit_bits = UINT32_MAX;
@@ -161,7 +162,8 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
         for (size_t b = 0; (b << shift) < n; ++b) {
             const size_t start = b << shift;
             lb[b] = k->least_bits(x + start,
-                                  n - start < width ? n - start : width);
+                                  n - start < width ? n - start : width,
+                                  NULL);
         }
         p->bounds_ok = 1;
     }
@@ -174,22 +176,21 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
         const size_t from = start > lo ? start : lo;
         const size_t to = end < hi ? end : hi;
         uint64_t m;
+        size_t r = 0;
         if (to < end) {
             /* The block of the recent window's first ranks (they move
              * into the range as victims go): its bound stays as it was,
              * which an admission or a merge soon lowers again anyway. */
-            m = k->least_bits(x + from, to - from);
+            m = k->least_bits(x + from, to - from, &r);
         } else {
-            const uint64_t all = k->least_bits(x + start, end - start);
+            const uint64_t all = k->least_bits(x + start, end - start,
+                                               from == start ? &r : NULL);
             lb[b] = all; /* exact now */
             if (all > best) continue;
-            m = from == start ? all : k->least_bits(x + from, to - from);
+            m = from == start ? all : k->least_bits(x + from, to - from, &r);
         }
         if (m > best) continue; /* on a tie the earlier block wins */
-        double above; /* the double just above m */
-        const uint64_t next = m + 1u;
-        memcpy(&above, &next, sizeof above);
-        found = from + k->first_below(x + from, to - from, above);
+        found = from + r;
         best = m;
     }
     *at = found;
@@ -222,7 +223,11 @@ static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
         break;
     default: { /* votes */
         uint32_t *v = p->source;
-        const float bar = vote_bar(n);
+        if (p->bar_n != n) { /* a division: not at every step */
+            p->bar = vote_bar(n);
+            p->bar_n = n;
+        }
+        const float bar = p->bar;
         *least = k->vote_least(v, attn, lo, hi, n, bar, at, &bad);
         if (bad) undo_votes(v, attn, n, bar);
         break;
@@ -357,12 +362,9 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
             best = p->least_at;
         } else if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
             const double *s = (const double *)p->source + first;
-            /* Below the double just above the least: equal to it. */
-            const uint64_t least = p->k->least_bits(s, end - first);
-            double above;
-            const uint64_t next = least + 1u;
-            memcpy(&above, &next, sizeof above);
-            best = first + p->k->first_below(s, end - first, above);
+            size_t r = 0;
+            (void)p->k->least_bits(s, end - first, &r);
+            best = first + r;
         } else {
             const uint32_t *s = (const uint32_t *)p->source + first;
             const uint32_t least = p->k->least_u32(s, end - first);

@@ -264,6 +264,19 @@ PB__INLINE uint64_t least_bits_body(const double *x, size_t n) {
     return (uint64_t)m;
 }
 
+/* least_bits_body and, when at is not NULL, the first index holding it
+ * (*at): the first value below the double just above the least. */
+PB__INLINE uint64_t least_first_body(const double *x, size_t n, size_t *at) {
+    const uint64_t m = least_bits_body(x, n);
+    if (at != NULL) {
+        double above;
+        const uint64_t next = m + 1u;
+        memcpy(&above, &next, sizeof above);
+        *at = first_below_body(x, n, above);
+    }
+    return m;
+}
+
 PB__INLINE uint32_t least_u32_body(const uint32_t *x, size_t n) {
     uint32_t m = UINT32_MAX;
     for (size_t i = 0; i < n; ++i) m = x[i] < m ? x[i] : m;
@@ -483,8 +496,9 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
                                             double t) {                       \
         return first_below_body(x, n, t);                                     \
     }                                                                         \
-    attr static uint64_t least_bits_##suffix(const double *x, size_t n) {     \
-        return least_bits_body(x, n);                                         \
+    attr static uint64_t least_bits_##suffix(const double *x, size_t n,       \
+                                             size_t *at) {                    \
+        return least_first_body(x, n, at);                                    \
     }                                                                         \
     attr static uint32_t least_u32_##suffix(const uint32_t *x, size_t n) {    \
         return least_u32_body(x, n);                                          \

@@ -122,7 +122,13 @@ static void source_kernels_match_naive(void **state) {
                                  PB__WEIGHT_BAD,
                              want_flags);
             if (n > 0) {
-                assert_true(k->least_bits(x, n) == least);
+                size_t first = n;
+                for (size_t i = 0; i < n && first == n; ++i)
+                    if (bits_of(x[i]) == least) first = i;
+                size_t at = n + 1u;
+                assert_true(k->least_bits(x, n, NULL) == least);
+                assert_true(k->least_bits(x, n, &at) == least);
+                assert_int_equal(at, first);
                 assert_int_equal(k->least_u32(u, n), uleast);
             }
             assert_int_equal(k->first_at_most_u32(u, n, t), first_le);
