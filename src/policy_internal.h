@@ -199,28 +199,26 @@ typedef struct pb__kernels {
      * least value, for doubles >= +0 (not -0.0), whose patterns order as
      * their values do; with at not NULL also the first j holding it. */
     uint64_t (*least_bits)(const double *x, size_t n, size_t *at);
-    /* The least of x[0 .. n-1], n >= 1. */
-    uint32_t (*least_u32)(const uint32_t *x, size_t n);
-    /* The least j < n with x[j] <= t, or n if there is none. */
-    size_t (*first_at_most_u32)(const uint32_t *x, size_t n, uint32_t t);
+    /* The least of x[0 .. n-1], n >= 1; with at not NULL also the first j
+     * holding it. */
+    uint32_t (*least_u32)(const uint32_t *x, size_t n, size_t *at);
     /* The score updates of the other scorers over x[0 .. n-1].
-     * cumulative: x[i] += (double)w[i]; */
+     * cumulative: x[i] += (double)w[i] (the least comes from the scorer's
+     * bounds, score_sources.c); */
     void (*add_weights)(double *x, const float *w, size_t n);
-    /* The last and votes updates each return the least new score among
-     * x[lo .. hi-1] (lo <= hi <= n; as least_u32) and write to *at the
-     * first j holding it (for lo == hi: UINT32_MAX and lo).
-     * last: x[i] = the bits of w[i] with the sign cleared; */
-    /* last: x[i] = the bits of w[i] with the sign cleared; */
+    /* last: the update returns the least new record among
+     * x[lo .. hi-1] (lo <= hi <= n; as least_u32) and writes to *at the
+     * first j holding it (for lo == hi: UINT32_MAX and lo); with at NULL
+     * it only updates (returning 0; lo and hi are not read):
+     * x[i] = the bits of w[i] with the sign cleared. */
     uint32_t (*record_least)(uint32_t *x, const float *w, size_t lo,
                              size_t hi, size_t n, size_t *at, unsigned *bad);
-    /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX.
-     * Both check the weights as they read them: *bad |=
-     * PB__WEIGHT_BAD if some w[i] is bad (x is updated all the same). With
-     * at NULL, either only updates (returning 0; lo and hi are not
-     * read). */
-    uint32_t (*vote_least)(uint32_t *x, const float *w, size_t lo,
-                           size_t hi, size_t n, float bar, size_t *at,
-                           unsigned *bad);
+    /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX (the least
+     * from the bounds too).
+     * Last and votes check the weights as they read them: *bad |= PB__WEIGHT_BAD if
+     * some w[i] is bad (x is updated all the same). */
+    void (*votes)(uint32_t *x, const float *w, size_t n, float bar,
+                  unsigned *bad);
     /* Bit j % 64 of bits[j / 64] is set iff x[j] < t, j < n; the rest of
      * the last word is 0. Writes ceil(n / 64) words. Every x[j] >= +0 and
      * t > 0, all finite (the quantised sums and a bound above them). */
@@ -347,8 +345,8 @@ struct pb_kvcache {
     };
     size_t *hist;         /* [PB__HIST_BINS] selection histogram; the same
                              memory as cands and heap (no call uses both)
-                             and as the cumulative scorer's bounds (which
-                             a selection drops) */
+                             and as the cumulative and votes scorers'
+                             bounds (which a selection drops) */
     void *source;         /* a scorer other than the window: one score per
                              rank (double for cumulative, the float bits of
                              the record for last, uint32 votes), NULL for
@@ -365,9 +363,10 @@ struct pb_kvcache {
     int least_ok;
     int least_wanted;     /* the last evict chose one victim, so the
                              observes look for the least score */
-    int bounds_ok;        /* cumulative scorer: hist holds, per block of
-                             2^bounds_shift ranks, a lower bound of the
-                             scores the block holds (score_sources.c) */
+    int bounds_ok;        /* cumulative and votes scorers: hist holds,
+                             per block of 2^bounds_shift ranks, a lower
+                             bound of the scores the block holds
+                             (score_sources.c) */
     unsigned bounds_shift;
     void *prefill_scratch;       /* reserved for the prefill door */
     size_t prefill_scratch_bytes;

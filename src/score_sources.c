@@ -20,8 +20,8 @@
  * allocated and no scratch array is needed. An evict of one victim (after
  * every step) takes the first rank holding the least score instead; while
  * evicts go one victim at a time, each observe finds that rank as it
- * updates the scores (last, votes: the kernels of simd_kernels.c;
- * cumulative: through bounds per block of ranks, below), and the evict
+ * updates the scores (last: the kernel of simd_kernels.c; cumulative and
+ * votes: through bounds per block of ranks, below), and the evict
  * uses it when its evictable range is the one the observe assumed.
  *
  * It validates nothing but the weights of the last and votes scorers,
@@ -55,11 +55,13 @@ static void shift_arrays(pb_kvcache *p, ptrdiff_t by, size_t count) {
     p->source_shift = (size_t)((ptrdiff_t)p->source_shift + by);
 }
 
-/* The cumulative scorer's bounds: for each block of 2^bounds_shift ranks,
- * a lower bound of the scores its held ranks have (the bit pattern of a
- * double), kept in the selection histogram's memory, which only an evict
- * of several victims uses (and that drops them). A step only raises
- * scores (its weights are >= +0), so a bound stays a bound; an admission
+/* The cumulative and votes scorers' bounds: for each block of
+ * 2^bounds_shift ranks, a lower bound of the scores its held ranks have (a
+ * double's bit pattern, or a vote), kept in the selection histogram's
+ * memory, which only an evict of several victims uses (and that drops
+ * them). A step only raises these scores (weights are >= +0, votes only
+ * grow, and a step refused for a bad weight leaves them as they were), so
+ * a bound stays a bound; an admission
  * brings a 0; closing a victim's gap moves one rank of each later block
  * into the block before it, whose bound becomes the lower of the two. An
  * observe that wants the least then computes it only in the blocks whose
@@ -147,27 +149,34 @@ static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
     for (size_t i = 0; i < n; ++i) v[i] -= (uint32_t)(attn[i] > bar);
 }
 
+/* The least score of ranks from .. from+len-1 (len >= 1; a double's bit
+ * pattern, or a vote) and, with at not NULL, the first of them holding it
+ * (*at, from `from`). */
+static uint64_t block_least(const pb_kvcache *p, size_t from, size_t len,
+                            size_t *at) {
+    if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
+        return p->k->least_bits((const double *)p->source + from, len, at);
+    return p->k->least_u32((const uint32_t *)p->source + from, len, at);
+}
+
 /* The least score (bit pattern) among ranks lo .. hi-1 (lo < hi <= n,
  * the scores of ranks 0 .. n-1 updated) and the first rank holding it
  * (*at), through the cumulative scorer's bounds (made first if they are
  * not there). */
 static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
                                 size_t hi, size_t *at) {
-    const pb__kernels *k = p->k;
-    const double *x = p->source;
     uint64_t *lb = bounds(p);
     const unsigned shift = p->bounds_shift;
     const size_t width = (size_t)1 << shift;
     if (!p->bounds_ok) {
         for (size_t b = 0; (b << shift) < n; ++b) {
             const size_t start = b << shift;
-            lb[b] = k->least_bits(x + start,
-                                  n - start < width ? n - start : width,
-                                  NULL);
+            lb[b] = block_least(p, start,
+                                n - start < width ? n - start : width, NULL);
         }
         p->bounds_ok = 1;
     }
-    uint64_t best = (uint64_t)INT64_MAX;
+    uint64_t best = UINT64_MAX;
     size_t found = lo;
     for (size_t b = ((hi - 1u) >> shift) + 1u; b-- > (lo >> shift);) {
         if (lb[b] > best) continue; /* no score there is at or below best */
@@ -181,13 +190,13 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
             /* The block of the recent window's first ranks (they move
              * into the range as victims go): its bound stays as it was,
              * which an admission or a merge soon lowers again anyway. */
-            m = k->least_bits(x + from, to - from, &r);
+            m = block_least(p, from, to - from, &r);
         } else {
-            const uint64_t all = k->least_bits(x + start, end - start,
-                                               from == start ? &r : NULL);
+            const uint64_t all =
+                block_least(p, start, end - start, from == start ? &r : NULL);
             lb[b] = all; /* exact now */
             if (all > best) continue;
-            m = from == start ? all : k->least_bits(x + from, to - from, &r);
+            m = from == start ? all : block_least(p, from, to - from, &r);
         }
         if (m > best) continue; /* on a tie the earlier block wins */
         found = from + r;
@@ -197,12 +206,6 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
     return best;
 }
 
-/* The update of the scores of ranks 0 .. n-1 by a step's weights, and
- * when `at` is not NULL the least new score among ranks lo .. hi-1 (in
- * *least) and the first rank holding it (in *at; lo <= hi <= n). The last
- * scorer's record goes to the spare array, made the scores by the caller.
- * Returns PB__WEIGHT_BAD where the scorer checks the weights and one was
- * bad (the votes then taken back). */
 static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
                               size_t lo, size_t hi, uint64_t *least,
                               size_t *at) {
@@ -221,15 +224,21 @@ static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
     case PB_SCORER_LAST:
         *least = k->record_least(p->source_spare, attn, lo, hi, n, at, &bad);
         break;
-    default: { /* votes */
+    default: { /* votes: their least through the bounds, as cumulative */
         uint32_t *v = p->source;
         if (p->bar_n != n) { /* a division: not at every step */
             p->bar = vote_bar(n);
             p->bar_n = n;
         }
         const float bar = p->bar;
-        *least = k->vote_least(v, attn, lo, hi, n, bar, at, &bad);
-        if (bad) undo_votes(v, attn, n, bar);
+        k->votes(v, attn, n, bar, &bad);
+        if (bad) {
+            undo_votes(v, attn, n, bar);
+        } else if (at != NULL) {
+            *at = lo;
+            *least = hi > lo ? least_in_bounds(p, n, lo, hi, at)
+                             : (uint64_t)UINT32_MAX;
+        }
         break;
     }
     }
@@ -292,7 +301,10 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
         ((uint32_t *)p->source)[n] = 0u;
         p->unobserved += 1u;
         break;
-    case PB_SCORER_VOTES: ((uint32_t *)p->source)[n] = 0u; break;
+    case PB_SCORER_VOTES:
+        ((uint32_t *)p->source)[n] = 0u;
+        if (p->bounds_ok) bounds(p)[n >> p->bounds_shift] = 0u;
+        break;
     default: break;
     }
     p->pos[n] = pos;
@@ -367,8 +379,9 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
             best = first + r;
         } else {
             const uint32_t *s = (const uint32_t *)p->source + first;
-            const uint32_t least = p->k->least_u32(s, end - first);
-            best = first + p->k->first_at_most_u32(s, end - first, least);
+            size_t r = 0;
+            (void)p->k->least_u32(s, end - first, &r);
+            best = first + r;
         }
         assert(best < end);
         victims[0] = p->pos[best];

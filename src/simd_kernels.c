@@ -284,18 +284,10 @@ PB__INLINE uint32_t least_u32_body(const uint32_t *x, size_t n) {
 }
 
 /* The first j < n with x[j] <= t, or n, a chunk at a time as
- * first_below_body; with far, first in chunks four times as long (one
- * horizontal sum per 128 values), for a hit expected far in. */
-#define PB__WIDE_CHUNK (4u * PB__BELOW_CHUNK)
+ * first_below_body. */
 PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
-                                         uint32_t t, int far) {
+                                         uint32_t t) {
     size_t j = 0;
-    for (; far && j + PB__WIDE_CHUNK <= n; j += PB__WIDE_CHUNK) {
-        uint32_t hits = 0;
-        for (size_t k = 0; k < PB__WIDE_CHUNK; ++k)
-            hits += (uint32_t)(x[j + k] <= t);
-        if (hits != 0u) break;
-    }
     for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
         uint32_t hits = 0;
         for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
@@ -350,10 +342,11 @@ PB__INLINE uint32_t vote_run(uint32_t *restrict x, const float *restrict w,
     return m;
 }
 
-/* The last and votes updates of ranks 0 .. n-1, in one call: with want,
- * the least new score among ranks lo .. hi-1 and the first rank holding
- * it (*at) found on the way (for lo == hi: UINT32_MAX and lo); else the
- * update alone. */
+/* The last scorer's update of ranks 0 .. n-1, in one call: with want, the
+ * least new record among ranks lo .. hi-1 and the first rank holding it
+ * (*at) found on the way (for lo == hi: UINT32_MAX and lo); else the
+ * update alone. The votes update has no least: its scorer finds it
+ * through bounds (score_sources.c). */
 PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
                                       const float *restrict w, size_t lo,
                                       size_t hi, size_t n, size_t *at,
@@ -366,28 +359,17 @@ PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
         m = record_run(x + lo, w + lo, hi - lo, &wrong);
         (void)record_run(x + hi, w + hi, n - hi, &wrong);
         /* Records are one step's attention: the least lies anywhere. */
-        *at = lo + first_at_most_u32_body(x + lo, hi - lo, m, 0);
+        *at = lo + first_at_most_u32_body(x + lo, hi - lo, m);
     }
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
     return m;
 }
 
-PB__INLINE uint32_t vote_least_body(uint32_t *restrict x,
-                                    const float *restrict w, size_t lo,
-                                    size_t hi, size_t n, float bar,
-                                    size_t *at, unsigned *bad, int want) {
-    uint32_t wrong = 0u, m = 0u;
-    if (!want) {
-        (void)vote_run(x, w, n, bar, &wrong);
-    } else {
-        (void)vote_run(x, w, lo, bar, &wrong);
-        m = vote_run(x + lo, w + lo, hi - lo, bar, &wrong);
-        (void)vote_run(x + hi, w + hi, n - hi, bar, &wrong);
-        /* Votes grow with age: the least lies mostly among the newest. */
-        *at = lo + first_at_most_u32_body(x + lo, hi - lo, m, 1);
-    }
+PB__INLINE void votes_body(uint32_t *restrict x, const float *restrict w,
+                           size_t n, float bar, unsigned *bad) {
+    uint32_t wrong = 0u;
+    (void)vote_run(x, w, n, bar, &wrong);
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
-    return m;
 }
 
 /* bits[j / 64] bit j % 64 is set iff x[j] < t, for j < n; the bits of the
@@ -500,12 +482,11 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
                                              size_t *at) {                    \
         return least_first_body(x, n, at);                                    \
     }                                                                         \
-    attr static uint32_t least_u32_##suffix(const uint32_t *x, size_t n) {    \
-        return least_u32_body(x, n);                                          \
-    }                                                                         \
-    attr static size_t first_at_most_u32_##suffix(const uint32_t *x,          \
-                                                  size_t n, uint32_t t) {     \
-        return first_at_most_u32_body(x, n, t, 0);                            \
+    attr static uint32_t least_u32_##suffix(const uint32_t *x, size_t n,      \
+                                            size_t *at) {                     \
+        const uint32_t m = least_u32_body(x, n);                              \
+        if (at != NULL) *at = first_at_most_u32_body(x, n, m);                \
+        return m;                                                             \
     }                                                                         \
     attr static void add_weights_##suffix(double *x, const float *w,         \
                                           size_t n) {                        \
@@ -518,12 +499,9 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
             return record_least_body(x, w, 0, 0, n, at, bad, 0);              \
         return record_least_body(x, w, lo, hi, n, at, bad, 1);                \
     }                                                                         \
-    attr static uint32_t vote_least_##suffix(                                 \
-        uint32_t *x, const float *w, size_t lo, size_t hi, size_t n,          \
-        float bar, size_t *at, unsigned *bad) {                               \
-        if (at == NULL)                                                       \
-            return vote_least_body(x, w, 0, 0, n, bar, at, bad, 0);           \
-        return vote_least_body(x, w, lo, hi, n, bar, at, bad, 1);             \
+    attr static void votes_##suffix(uint32_t *x, const float *w, size_t n,   \
+                                    float bar, unsigned *bad) {              \
+        votes_body(x, w, n, bar, bad);                                        \
     }                                                                         \
     attr static void below_bits_##suffix(const double *x, size_t n, double t, \
                                          uint64_t *bits) {                    \
@@ -533,8 +511,8 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
         #suffix,           fold_rows_##suffix,    prefix_add_##suffix,        \
         store_sums_##suffix, quantise_add_##suffix, weight_flags_##suffix,    \
         widen_##suffix,    max_of_##suffix,       first_below_##suffix,       \
-        least_bits_##suffix, least_u32_##suffix,  first_at_most_u32_##suffix, \
-        add_weights_##suffix, record_least_##suffix, vote_least_##suffix,       \
+        least_bits_##suffix, least_u32_##suffix,  add_weights_##suffix,       \
+        record_least_##suffix, votes_##suffix,                                \
         below_bits_##suffix};
 
 /* 16 accumulators: 8 SSE2 registers. */
