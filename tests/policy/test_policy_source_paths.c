@@ -270,13 +270,14 @@ static void run_scenario(unsigned long seed) {
     const int votes_checked_first =
         c.scorer == PB_SCORER_VOTES && seed % 3u == 0u;
     if (votes_checked_first) p->gap = UINT32_MAX;
-    /* The cumulative and votes scorers' bounds over blocks of 2, 4 or 8
-     * ranks on some seeds (64 and more otherwise): many blocks, skipped,
-     * merged and remade. */
+    /* The cumulative and votes scorers' bounds over blocks of 2, 4, 8 or
+     * 128 ranks on some seeds (32 and more otherwise): many blocks,
+     * skipped, merged and remade, or a few long ones. */
+    static const unsigned shifts[] = {1u, 2u, 3u, 7u};
     const unsigned small_blocks =
         (c.scorer == PB_SCORER_CUMULATIVE || c.scorer == PB_SCORER_VOTES) &&
                 seed % 2u == 0u
-            ? 1u + (unsigned)(seed / 2u % 3u)
+            ? shifts[seed / 2u % 4u]
             : 0u;
     if (small_blocks) {
         assert_true((p->capacity - 1u) >> small_blocks <
