@@ -52,6 +52,7 @@
 static void reset_state(pb_kvcache *p) {
     p->fresh = 1;
     p->kept = 1u;
+    p->sinks_kept = p->cfg.sinks != 0u; /* position 0 */
     p->slot = 0u;
     p->n_holes = 0u;
     p->prefix_valid = 0;
@@ -325,6 +326,7 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
         pb__ring_clear_columns(p->ring, p->row_stride, p->obs_window, col,
                                p->zero_upto - col);
     }
+    p->sinks_kept += pos < p->cfg.sinks;
     p->kept += 1u;
     p->fresh = 0;
     return PB_OK;
@@ -337,10 +339,9 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
  * ranks (never evicted, so always a prefix). Instances with sinks have no
  * holes, so pos[] is dense. */
 static size_t sinks_held(const pb_kvcache *p) {
-    const uint32_t sinks = p->cfg.sinks;
-    if (sinks == 0u) return 0u;
-    assert(p->n_holes == 0u);
-    return pb__count_below(p->pos, p->kept, sinks);
+    assert(p->cfg.sinks == 0u || p->n_holes == 0u);
+    assert(p->sinks_kept == pb__count_below(p->pos, p->kept, p->cfg.sinks));
+    return p->sinks_kept;
 }
 
 /* The longest evict cadence (observed steps between evicts that choose

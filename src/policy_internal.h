@@ -100,8 +100,8 @@ static inline unsigned pb__lowest_bit(uint64_t v) {
 
 /* How many of the ascending pos[0 .. n-1] are below `bound` (the sinks
  * held: few, and the oldest). A short walk, then a binary search without
- * branches on the data: every evict and step of an instance with sinks
- * asks, and a branchy search mispredicts on nearly every level. */
+ * branches on the data. The doors keep that count as they admit
+ * (sinks_kept); debug builds check it against this at every evict. */
 static inline size_t pb__count_below(const uint32_t *pos, size_t n,
                                      uint32_t bound) {
     size_t i = 0;
@@ -281,6 +281,9 @@ struct pb_kvcache {
     pb__config cfg;
     size_t capacity;      /* cfg.capacity as size_t */
     size_t kept;          /* positions held now, 0 .. capacity */
+    size_t sinks_kept;    /* of them, those below cfg.sinks: the oldest
+                             ranks, never evicted (admissions count
+                             them) */
     uint32_t slot;        /* ring slot the next observed step writes */
     int fresh;            /* 1 after create or reset until the first
                              successful observe (the prefill door needs a

@@ -91,6 +91,7 @@ void pb__source_reset(pb_kvcache *p) {
     p->least_wanted = 0;
     p->gap = 0u;
     p->kept = 1u;
+    p->sinks_kept = p->cfg.sinks != 0u; /* position 0 */
     p->pos[0] = 0u;
     /* Only the last scorer spares what it has not observed, position 0
      * among them. */
@@ -130,11 +131,7 @@ static void range_after(const pb_kvcache *p, uint32_t pos, size_t *first,
     /* After a step with weights only pos is unobserved. */
     if (p->cfg.scorer == (uint32_t)PB_SCORER_LAST && recent < 1u) recent = 1u;
     *end = kept - recent;
-    size_t sinks = 0;
-    if (p->cfg.sinks != 0u) {
-        sinks = pb__count_below(p->pos, p->kept, p->cfg.sinks);
-        sinks += sinks == p->kept && pos < p->cfg.sinks;
-    }
+    const size_t sinks = p->sinks_kept + (pos < p->cfg.sinks);
     *first = sinks < *end ? sinks : *end;
 }
 
@@ -328,6 +325,7 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
     }
     p->pos[n] = pos;
     p->kept = n + 1u;
+    p->sinks_kept += pos < p->cfg.sinks;
     return PB_OK;
 }
 
