@@ -175,10 +175,10 @@ static uint64_t block_least(const pb_kvcache *p, size_t from, size_t len,
     return p->k->least_u32((const uint32_t *)p->source + from, len, at);
 }
 
-/* The least score (bit pattern) among ranks lo .. hi-1 (lo < hi <= n,
- * the scores of ranks 0 .. n-1 updated) and the first rank holding it
- * (*at), through the cumulative scorer's bounds (made first if they are
- * not there). */
+/* The least score (a double's bit pattern, or a vote) among ranks lo ..
+ * hi-1 (lo < hi <= n, the scores of ranks 0 .. n-1 updated) and the first
+ * rank holding it (*at), through the cumulative or votes scorer's bounds
+ * (made first if they are not there). */
 static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
                                 size_t hi, size_t *at) {
     uint64_t *lb = bounds(p);
@@ -222,6 +222,12 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
     return best;
 }
 
+/* The update of the scores of ranks 0 .. n-1 by a step's weights, and
+ * when `at` is not NULL the least new score among ranks lo .. hi-1 (in
+ * *least) and the first rank holding it (in *at; lo <= hi <= n). The last
+ * scorer's record goes to the spare array, made the scores by the caller.
+ * Returns PB__WEIGHT_BAD where the scorer checks the weights and one was
+ * bad (the votes then taken back, the records not swapped in). */
 static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
                               size_t lo, size_t hi, uint64_t *least,
                               size_t *at) {

@@ -308,9 +308,9 @@ PB__INLINE void add_weights_body(double *restrict x, const float *restrict w,
 
 /* The last and votes updates check the weights in the same pass (the
  * caller undoes the update when *bad says one was bad): one read of a row
- * that usually comes from beyond the L1 cache. Each run returns the least
- * new score of its n (UINT32_MAX for none) and ORs its bad bits into
- * *wrong. */
+ * that usually comes from beyond the L1 cache. A run of the last one
+ * returns the least new record of its n (UINT32_MAX for none) and ORs its
+ * bad bits into *wrong. */
 PB__INLINE uint32_t record_run(uint32_t *restrict x, const float *restrict w,
                                size_t n, uint32_t *wrong) {
     uint32_t m = UINT32_MAX, bad = 0u;
@@ -321,22 +321,6 @@ PB__INLINE uint32_t record_run(uint32_t *restrict x, const float *restrict w,
         b &= UINT32_C(0x7FFFFFFF);
         x[i] = b;
         m = b < m ? b : m;
-    }
-    *wrong |= bad;
-    return m;
-}
-
-PB__INLINE uint32_t vote_run(uint32_t *restrict x, const float *restrict w,
-                             size_t n, float bar, uint32_t *wrong) {
-    uint32_t m = UINT32_MAX, bad = 0u;
-    for (size_t i = 0; i < n; ++i) {
-        uint32_t b;
-        memcpy(&b, w + i, sizeof b);
-        bad |= bad_bits(b);
-        const uint32_t v =
-            x[i] + ((uint32_t)(w[i] > bar) & (uint32_t)(x[i] != UINT32_MAX));
-        x[i] = v;
-        m = v < m ? v : m;
     }
     *wrong |= bad;
     return m;
@@ -368,7 +352,12 @@ PB__INLINE uint32_t record_least_body(uint32_t *restrict x,
 PB__INLINE void votes_body(uint32_t *restrict x, const float *restrict w,
                            size_t n, float bar, unsigned *bad) {
     uint32_t wrong = 0u;
-    (void)vote_run(x, w, n, bar, &wrong);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t b;
+        memcpy(&b, w + i, sizeof b);
+        wrong |= bad_bits(b);
+        x[i] += (uint32_t)(w[i] > bar) & (uint32_t)(x[i] != UINT32_MAX);
+    }
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
 }
 
