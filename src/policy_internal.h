@@ -26,6 +26,7 @@
 #ifndef PB_SRC_POLICY_INTERNAL_H
 #define PB_SRC_POLICY_INTERNAL_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,6 +87,7 @@ pb_status pb__config_resolve(const pb_kvcache_config *config,
 /* The index of the lowest set bit of v != 0: the compilers' count of
  * trailing zeros where there is one, else a de Bruijn multiply. */
 static inline unsigned pb__lowest_bit(uint64_t v) {
+    assert(v != 0u);
 #if defined(__GNUC__) || defined(__clang__)
     return (unsigned)__builtin_ctzll(v);
 #else
@@ -215,8 +217,8 @@ typedef struct pb__kernels {
                              size_t hi, size_t n, size_t *at, unsigned *bad);
     /* votes: x[i] += 1 where w[i] > bar and x[i] < UINT32_MAX (the least
      * from the bounds too).
-     * Last and votes check the weights as they read them: *bad |= PB__WEIGHT_BAD if
-     * some w[i] is bad (x is updated all the same). */
+     * Last and votes check the weights as they read them: *bad |=
+     * PB__WEIGHT_BAD if some w[i] is bad (x is updated all the same). */
     void (*votes)(uint32_t *x, const float *w, size_t n, float bar,
                   unsigned *bad);
     /* Bit j % 64 of bits[j / 64] is set iff x[j] < t, j < n; the rest of

@@ -299,6 +299,15 @@ PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
     return n;
 }
 
+/* least_u32_body and, when at is not NULL, the first index holding it
+ * (*at). */
+PB__INLINE uint32_t least_u32_first_body(const uint32_t *x, size_t n,
+                                         size_t *at) {
+    const uint32_t m = least_u32_body(x, n);
+    if (at != NULL) *at = first_at_most_u32_body(x, n, m);
+    return m;
+}
+
 /* The cumulative update: x[i] += (double)w[i] for i < n (its least is
  * found through the scorer's bounds, score_sources.c). */
 PB__INLINE void add_weights_body(double *restrict x, const float *restrict w,
@@ -473,9 +482,7 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
     }                                                                         \
     attr static uint32_t least_u32_##suffix(const uint32_t *x, size_t n,      \
                                             size_t *at) {                     \
-        const uint32_t m = least_u32_body(x, n);                              \
-        if (at != NULL) *at = first_at_most_u32_body(x, n, m);                \
-        return m;                                                             \
+        return least_u32_first_body(x, n, at);                                \
     }                                                                         \
     attr static void add_weights_##suffix(double *x, const float *w,         \
                                           size_t n) {                        \

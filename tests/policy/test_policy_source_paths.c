@@ -140,10 +140,10 @@ static void source_kernels_match_naive(void **state) {
             for (size_t i = 0; i < n; ++i) xa[i] = xa[i] + (double)w[i];
             k->add_weights(xb, w, n);
             assert_memory_equal(xa, xb, sizeof xa);
-            size_t at = 0, want_at = 0;
 
             /* last: the bits with the sign cleared; the weights checked
              * on the way (wc may hold a bad one). */
+            size_t at = 0, want_at = 0;
             unsigned flags = 0u;
             memcpy(ua, u, sizeof ua);
             memcpy(ub, u, sizeof ub);
