@@ -373,6 +373,10 @@ struct pb_kvcache {
                              bound of the scores the block holds
                              (score_sources.c) */
     unsigned bounds_shift;
+    uint64_t bounds_floor; /* while bounds_ok: at or below the bound of
+                             every block before block bounds_floor_end
+                             (UINT64_MAX when that is none) */
+    size_t bounds_floor_end;
     void *prefill_scratch;       /* reserved for the prefill door */
     size_t prefill_scratch_bytes;
 
@@ -611,7 +615,11 @@ void pb__source_reset(pb_kvcache *p);
 /* 1 when pb__source_observe checks the weights of an instance that is not
  * full itself, in the pass that reads them for the scores (last; votes
  * while no vote can saturate), so the door need not check them first. */
-int pb__source_checks_weights(const pb_kvcache *p);
+static inline int pb__source_checks_weights(const pb_kvcache *p) {
+    return p->cfg.scorer == (uint32_t)PB_SCORER_LAST ||
+           (p->cfg.scorer == (uint32_t)PB_SCORER_VOTES &&
+            p->gap < UINT32_MAX);
+}
 
 /* One decode step: attn (NULL: nothing observed) updates the held ranks'
  * scores by the scorer's rule, then pos is admitted with score 0. PB_OK,

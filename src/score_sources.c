@@ -64,16 +64,28 @@ static void shift_arrays(pb_kvcache *p, ptrdiff_t by, size_t count) {
  * grow, and a step refused for a bad weight leaves them as they were), so
  * a bound stays a bound; an admission brings a 0; closing a victim's gap
  * moves one rank of each later block into the block before it, whose
- * bound becomes the lower of the two. An observe that wants the least
- * then computes it only in the blocks whose bound does not exceed the
- * least found so far, the newest first: in a decode, where the least is
- * nearly always among the newest evictable ranks, one or two blocks of
- * the range (blocks of 32 measured faster than 16 or 64). */
+ * bound becomes the lower of its own and that rank's score. An observe
+ * that wants the least then computes it only in the blocks whose bound
+ * does not exceed the least found so far, the newest first: in a decode,
+ * where the least is nearly always among the newest evictable ranks, one
+ * or two blocks of the range (blocks of 32 measured faster than 16 or
+ * 64). A floor of the bounds of the blocks before the range's newest
+ * block (bounds_floor, lowered with them, made anew by a walk it did not
+ * end) ends that walk as soon as it is above the least found so far: in
+ * a decode, after the newest block alone. */
 #define PB__BOUND_MIN_SHIFT 5u
 #define PB__BOUND_BLOCKS (PB__HIST_BINS * sizeof(size_t) / sizeof(uint64_t))
 
 static uint64_t *bounds(const pb_kvcache *p) {
     return (uint64_t *)(void *)p->hist;
+}
+
+/* Rank n, admitted with score 0, lowers its block's bound to 0 (and the
+ * floor, if the floor covers that block). */
+static void bound_zero(pb_kvcache *p, size_t n) {
+    const size_t b = n >> p->bounds_shift;
+    bounds(p)[b] = 0u;
+    if (b < p->bounds_floor_end) p->bounds_floor = 0u;
 }
 
 void pb__source_reset(pb_kvcache *p) {
@@ -135,12 +147,6 @@ static void range_after(const pb_kvcache *p, uint32_t pos, size_t *first,
     *first = sinks < *end ? sinks : *end;
 }
 
-int pb__source_checks_weights(const pb_kvcache *p) {
-    return p->cfg.scorer == (uint32_t)PB_SCORER_LAST ||
-           (p->cfg.scorer == (uint32_t)PB_SCORER_VOTES &&
-            p->gap < UINT32_MAX);
-}
-
 /* Takes back the votes of a step whose weights held a bad one. No vote
  * saturated in that step (pb__source_checks_weights: each is at most
  * gap < UINT32_MAX), so each went up by exactly (w > bar). */
@@ -191,10 +197,18 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
                                 n - start < width ? n - start : width, NULL);
         }
         p->bounds_ok = 1;
+        p->bounds_floor = UINT64_MAX;
+        p->bounds_floor_end = 0u;
     }
+    const size_t top = (hi - 1u) >> shift; /* the range's newest block */
     uint64_t best = UINT64_MAX;
     size_t found = lo;
-    for (size_t b = ((hi - 1u) >> shift) + 1u; b-- > (lo >> shift);) {
+    int floored = 0;
+    for (size_t b = top + 1u; b-- > (lo >> shift);) {
+        if (b < p->bounds_floor_end && p->bounds_floor > best) {
+            floored = 1; /* no score before block b + 1 is at or below */
+            break;
+        }
         if (lb[b] > best) continue; /* no score there is at or below best */
         const size_t start = b << shift;
         const size_t end = n - start < width ? n : start + width;
@@ -217,6 +231,16 @@ static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
         if (m > best) continue; /* on a tie the earlier block wins */
         found = from + r;
         best = m;
+    }
+    /* The floor then covers the blocks before top again: extended over
+     * the blocks the range gained, or made anew after a walk it did not
+     * end (which left the bounds it passed exact). */
+    if (!floored || p->bounds_floor_end < top) {
+        size_t b = floored ? p->bounds_floor_end : 0u;
+        uint64_t f = floored ? p->bounds_floor : UINT64_MAX;
+        for (; b < top; ++b) f = lb[b] < f ? lb[b] : f;
+        p->bounds_floor = f;
+        p->bounds_floor_end = top;
     }
     *at = found;
     return best;
@@ -274,6 +298,7 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
     assert(n < p->capacity);
     (void)attn_len;
     const uint32_t scorer = p->cfg.scorer;
+    int least_ok = 0; /* set when the weights are known to be good */
     if (attn != NULL && n > 0u && scorer != (uint32_t)PB_SCORER_NONE) {
         /* While evicts take one victim at a time, the least new score of
          * the ranks the next evict will choose from, found on the way. */
@@ -297,7 +322,6 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
         }
         if (scorer == (uint32_t)PB_SCORER_VOTES && p->gap < UINT32_MAX)
             p->gap += 1u;
-        p->least_ok = 0;
         if (find) {
             if (end > n && (hi == lo || least != 0u)) {
                 /* The admitted position's score, 0, is the least only if
@@ -309,15 +333,14 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
             p->least_at = at;
             p->least_first = first;
             p->least_end = end;
-            p->least_ok = first < end;
+            least_ok = first < end;
         }
-    } else {
-        p->least_ok = 0;
     }
+    p->least_ok = least_ok;
     switch (scorer) {
     case PB_SCORER_CUMULATIVE:
         ((double *)p->source)[n] = 0.0;
-        if (p->bounds_ok) bounds(p)[n >> p->bounds_shift] = 0u;
+        if (p->bounds_ok) bound_zero(p, n);
         break;
     case PB_SCORER_LAST:
         ((uint32_t *)p->source)[n] = 0u;
@@ -325,7 +348,7 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
         break;
     case PB_SCORER_VOTES:
         ((uint32_t *)p->source)[n] = 0u;
-        if (p->bounds_ok) bounds(p)[n >> p->bounds_shift] = 0u;
+        if (p->bounds_ok) bound_zero(p, n);
         break;
     default: break;
     }
@@ -333,6 +356,18 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
     p->kept = n + 1u;
     p->sinks_kept += pos < p->cfg.sinks;
     return PB_OK;
+}
+
+/* Moves ranks from .. kept-1 of pos[] and of the scores to start at rank
+ * `to` (to <= from). */
+static void close_tail(pb_kvcache *p, size_t from, size_t to) {
+    const size_t count = p->kept - from;
+    memmove(p->pos + to, p->pos + from, count * sizeof *p->pos);
+    const size_t per = pb__source_score_bytes(p->cfg.scorer);
+    if (per != 0u) {
+        unsigned char *s = p->source;
+        memmove(s + to * per, s + from * per, count * per);
+    }
 }
 
 /* Drops rank r of pos[] and of the scores, moving the shorter side: the
@@ -348,27 +383,24 @@ static void close_rank(pb_kvcache *p, size_t r) {
         shift_arrays(p, 1, r);
         return;
     }
-    unsigned char *s = p->source;
-    const size_t per = pb__source_score_bytes(p->cfg.scorer);
-    memmove(p->pos + r, p->pos + r + 1u, after * sizeof *p->pos);
-    memmove(s + r * per, s + (r + 1u) * per, after * per);
-    if (p->bounds_ok) { /* each later block's first rank moves down */
+    close_tail(p, r + 1u, r);
+    if (p->bounds_ok) {
+        /* Each later block's first rank moves down to the end of the
+         * block before it: that block's bound takes its score. */
         uint64_t *lb = bounds(p);
         const unsigned shift = p->bounds_shift;
-        for (size_t b = r >> shift; b < (p->kept - 1u) >> shift; ++b)
-            lb[b] = lb[b + 1u] < lb[b] ? lb[b + 1u] : lb[b];
-    }
-}
-
-/* Moves ranks from .. kept-1 of pos[] and of the scores to start at rank
- * `to` (to <= from). */
-static void close_tail(pb_kvcache *p, size_t from, size_t to) {
-    const size_t count = p->kept - from;
-    memmove(p->pos + to, p->pos + from, count * sizeof *p->pos);
-    const size_t per = pb__source_score_bytes(p->cfg.scorer);
-    if (per != 0u) {
-        unsigned char *s = p->source;
-        memmove(s + to * per, s + from * per, count * per);
+        const int wide = p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE;
+        for (size_t b = r >> shift; b < (p->kept - 1u) >> shift; ++b) {
+            const size_t moved = ((b + 1u) << shift) - 1u;
+            uint64_t key;
+            if (wide)
+                memcpy(&key, (const double *)p->source + moved, sizeof key);
+            else
+                key = ((const uint32_t *)p->source)[moved];
+            lb[b] = key < lb[b] ? key : lb[b];
+            if (b < p->bounds_floor_end && key < p->bounds_floor)
+                p->bounds_floor = key;
+        }
     }
 }
 

@@ -238,6 +238,9 @@ static void bounds_hold(const pb_kvcache *p) {
                 : ((const uint32_t *)p->source)[i];
         assert_true(lb[i >> p->bounds_shift] <= b);
     }
+    /* The floor is at or below every bound it covers. */
+    for (size_t b = 0; b < p->bounds_floor_end; ++b)
+        assert_true(p->bounds_floor <= lb[b]);
 }
 
 static void run_scenario(unsigned long seed) {
