@@ -157,8 +157,8 @@ static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
 /* The least score of ranks from .. from+len-1 (len >= 1; a double's bit
  * pattern, or a vote) and, with at not NULL, the first of them holding it
  * (*at, from `from`). */
-static uint64_t block_least(const pb_kvcache *p, size_t from, size_t len,
-                            size_t *at) {
+PB__ALWAYS_INLINE uint64_t block_least(const pb_kvcache *p, size_t from,
+                                        size_t len, size_t *at) {
     if (len <= 8u) { /* a short block: no kernel call */
         uint64_t m = UINT64_MAX;
         size_t r = 0;
@@ -185,8 +185,9 @@ static uint64_t block_least(const pb_kvcache *p, size_t from, size_t len,
  * hi-1 (lo < hi <= n, the scores of ranks 0 .. n-1 updated) and the first
  * rank holding it (*at), through the cumulative or votes scorer's bounds
  * (made first if they are not there). */
-static uint64_t least_in_bounds(pb_kvcache *p, size_t n, size_t lo,
-                                size_t hi, size_t *at) {
+PB__ALWAYS_INLINE uint64_t least_in_bounds(pb_kvcache *p, size_t n,
+                                            size_t lo, size_t hi,
+                                            size_t *at) {
     uint64_t *lb = bounds(p);
     const unsigned shift = p->bounds_shift;
     const size_t width = (size_t)1 << shift;

@@ -33,7 +33,7 @@
 #if !defined(PB_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__i386__))
 #define PB__X86_VARIANTS 1
-#define PB__INLINE static inline __attribute__((always_inline))
+#define PB__INLINE PB__ALWAYS_INLINE
 #else
 #define PB__X86_VARIANTS 0
 #define PB__INLINE static inline
