@@ -7,8 +7,8 @@
  * surface that creates the instance and feeds and evicts it.
  *
  * A new surface (trace files, ...) gets its own target file; if it drives
- * a policy instance, add an enumerator here and the calls in
- * fuzz_policy_driver.c, as FZ_SURFACE_PREFILL did.
+ * a policy instance, add an enumerator here and its calls to the driver's
+ * files (fuzz_policy_internal.h lists them), as FZ_SURFACE_PREFILL did.
  */
 #ifndef PB_TESTS_FUZZ_POLICY_DRIVER_H
 #define PB_TESTS_FUZZ_POLICY_DRIVER_H
