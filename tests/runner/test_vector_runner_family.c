@@ -7,66 +7,9 @@
  * family takes only its own params keys and score call; the native surface
  * of a family case; a hostile budget is refused before allocating.
  *
- * Documents are written with single quotes; json() turns them into double
- * quotes.
+ * Documents are written with single quotes (runner_harness.h).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "pyramidkv/pyramidkv.h"
-#include "vector_runner.h"
-
-typedef struct outcome {
-    int rc;
-    pb_vector_totals totals;
-    char text[8192];
-} outcome;
-
-static void run_doc_limit(const char *squoted, size_t max_bytes, outcome *o) {
-    const size_t n = strlen(squoted);
-    char *s = malloc(n + 1u);
-    assert_non_null(s);
-    for (size_t i = 0; i <= n; ++i) s[i] = squoted[i] == '\'' ? '"' : squoted[i];
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    const pb_vector_options options = {f, 0, max_bytes};
-    const pb_vector_totals zero = PB_VECTOR_TOTALS_INIT;
-    o->totals = zero;
-    o->rc = pb_vector_run_document(s, n, "doc.json", &options, &o->totals);
-    rewind(f);
-    const size_t got = fread(o->text, 1, sizeof o->text - 1u, f);
-    o->text[got] = '\0';
-    fclose(f);
-    free(s);
-}
-
-static void run_doc(const char *squoted, outcome *o) {
-    run_doc_limit(squoted, 0, o);
-}
-
-static void expect_in_report(const outcome *o, const char *needle) {
-    if (strstr(o->text, needle) == NULL) {
-        print_error("report lacks \"%s\":\n%s\n", needle, o->text);
-        fail();
-    }
-}
-
-static void expect_counts(const outcome *o, size_t passed, size_t failed) {
-    if (o->rc != 0 || o->totals.passed != passed ||
-        o->totals.failed != failed) {
-        print_error("rc %d, %zu passed, %zu failed (want %zu, %zu); "
-                    "report:\n%s\n", o->rc, o->totals.passed,
-                    o->totals.failed, passed, failed, o->text);
-        fail();
-    }
-}
+#include "runner_harness.h"
 
 /* H2O, budget 2, recent 1: steps [1] and [.5, .5] give p0 1.5, p1 .5, p2 0;
  * evict(2) drops p1 (p2 protected). */
@@ -75,7 +18,6 @@ static void expect_counts(const outcome *o, size_t passed, size_t failed) {
     "'params':{'budget':2,'recentWindow':1},'steps':["                         \
     "{'call':'onDecodeStep','args':[1,[1]]},"                                 \
     "{'call':'onDecodeStep','args':[2,[0.5,0.5]]},"
-#define TAIL "]}]}"
 
 static void good_documents_pass(void **state) {
     (void)state;
@@ -85,7 +27,7 @@ static void good_documents_pass(void **state) {
                      "{'call':'scoreOf','args':[7],'expect':-1},"
                      "{'call':'sinkCount','expect':0},"
                      "{'call':'evict','args':[2],'expect':[1]},"
-                     "{'call':'keptPositions','expect':[0,2]}" TAIL,
+                     "{'call':'keptPositions','expect':[0,2]}" DOC_TAIL,
             &o);
     expect_counts(&o, 1, 0);
     assert_int_equal(o.totals.steps_score, 3);
@@ -137,22 +79,22 @@ static void good_documents_pass(void **state) {
 static void wrong_expectations(void **state) {
     (void)state;
     outcome o;
-    run_doc(H2O_HEAD "{'call':'scoreOf','args':[0],'expect':1.25}" TAIL, &o);
+    run_doc(H2O_HEAD "{'call':'scoreOf','args':[0],'expect':1.25}" DOC_TAIL, &o);
     expect_counts(&o, 0, 1);
     expect_in_report(&o, "case \"h\": FAILED: step 2 (scoreOf): scoreOf(0): "
                          "expected 1.25, got 1.5 (compared exactly)");
-    run_doc(H2O_HEAD "{'call':'scoreOf','args':[1],'expect':-1}" TAIL, &o);
+    run_doc(H2O_HEAD "{'call':'scoreOf','args':[1],'expect':-1}" DOC_TAIL, &o);
     expect_counts(&o, 0, 1);
     expect_in_report(&o, "scoreOf(1): expected -1, got 0.5");
     run_doc(H2O_HEAD "{'call':'scoreOf','args':[0],'expect':1.25,"
-                     "'tolerance':0.125}" TAIL,
+                     "'tolerance':0.125}" DOC_TAIL,
             &o);
     expect_in_report(&o, "expected 1.25 within 0.125, got 1.5");
     run_doc(H2O_HEAD "{'call':'scoreOf','args':[0],'expect':1.25,"
-                     "'tolerance':0.25}" TAIL,
+                     "'tolerance':0.25}" DOC_TAIL,
             &o);
     expect_counts(&o, 1, 0);
-    run_doc(H2O_HEAD "{'call':'sinkCount','expect':1}" TAIL, &o);
+    run_doc(H2O_HEAD "{'call':'sinkCount','expect':1}" DOC_TAIL, &o);
     expect_in_report(&o, "step 2 (sinkCount): expected 1, got 0");
 
     run_doc("{'policy':'kv-cache/scissorhands','version':1,'cases':[{'name':'s',"
