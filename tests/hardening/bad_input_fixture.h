@@ -62,13 +62,6 @@ static inline void capture(const fx *f, hs_state *s) {
 
 static inline void set_before(fx *f) { capture(f, &f->before); }
 
-#define ASSERT_UNCHANGED(f)                          \
-    do {                                             \
-        hs_state after_;                             \
-        capture((f), &after_);                       \
-        assert_true(hs_equal(&(f)->before, &after_)); \
-    } while (0)
-
 /* Fills attn[0 .. n-1] with valid weights. */
 static inline float *weights(fx *f, size_t n) {
     assert_true(n <= 64u);

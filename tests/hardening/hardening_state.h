@@ -35,4 +35,13 @@ int hs_capture(const pb_kvcache *policy, hs_state *s);
 /* 1 when a and b are identical (scores compared as bits), else 0. */
 int hs_equal(const hs_state *a, const hs_state *b);
 
+/* For the cmocka tests: asserts that the instance f->p shows the state
+ * f->before captured earlier (f: any fixture with those two fields). */
+#define HS_ASSERT_UNCHANGED(f)                                \
+    do {                                                      \
+        hs_state after_;                                      \
+        assert_int_equal(hs_capture((f)->p, &after_), 0);     \
+        assert_true(hs_equal(&(f)->before, &after_));         \
+    } while (0)
+
 #endif /* PB_TESTS_HARDENING_STATE_H */

@@ -26,14 +26,14 @@ static void observe_policy_null(void **state) {
     assert_int_equal(pb_kvcache_observe(NULL, 100u, weights(f, 7u), 7u),
                      PB_ERR_NULL);
     assert_int_equal(pb_kvcache_observe(NULL, 100u, NULL, 0u), PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_position_equal_last(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, last_held(f), weights(f, 7u), 7u),
                      PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_position_below_last(void **state) {
@@ -41,14 +41,14 @@ static void observe_position_below_last(void **state) {
     assert_int_equal(
         pb_kvcache_observe(f->p, last_held(f) - 1u, weights(f, 7u), 7u),
         PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_position_zero(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, 0u, weights(f, 7u), 7u),
                      PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_position_repeats_held(void **state) {
@@ -56,7 +56,7 @@ static void observe_position_repeats_held(void **state) {
     assert_int_equal(
         pb_kvcache_observe(f->p, f->before.pos[2], weights(f, 7u), 7u),
         PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_position_repeats_evicted(void **state) {
@@ -65,7 +65,7 @@ static void observe_position_repeats_evicted(void **state) {
                      PB_ERR_POSITION);
     assert_int_equal(pb_kvcache_observe(f->p, f->evicted, NULL, 0u),
                      PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_position_uint32_max(void **state) {
@@ -79,28 +79,28 @@ static void observe_position_uint32_max(void **state) {
                      PB_ERR_POSITION);
     assert_int_equal(pb_kvcache_observe(f->p, UINT32_MAX, NULL, 0u),
                      PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_length_one_short(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, 100u, weights(f, 7u), 6u),
                      PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_length_one_long(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, 100u, weights(f, 8u), 8u),
                      PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_length_zero(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, 100u, weights(f, 1u), 0u),
                      PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_length_size_max(void **state) {
@@ -108,14 +108,14 @@ static void observe_length_size_max(void **state) {
     /* Must be refused before a single weight is read. */
     assert_int_equal(pb_kvcache_observe(f->p, 100u, weights(f, 7u), SIZE_MAX),
                      PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void expect_weight_refused(fx *f, size_t at, float bad) {
     float *w = weights(f, 7u);
     w[at] = bad;
     assert_int_equal(pb_kvcache_observe(f->p, 100u, w, 7u), PB_ERR_WEIGHT);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static float float_bits(uint32_t bits) {
@@ -167,14 +167,14 @@ static void observe_full(void **state) {
     assert_int_equal(pb_kvcache_observe(f->p, 1000u, weights(f, 12u), 12u),
                      PB_ERR_FULL);
     assert_int_equal(pb_kvcache_observe(f->p, 1000u, NULL, 0u), PB_ERR_FULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_first_error_position_over_length(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, 0u, weights(f, 3u), 3u),
                      PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_first_error_length_over_weight(void **state) {
@@ -182,7 +182,7 @@ static void observe_first_error_length_over_weight(void **state) {
     float *w = weights(f, 8u);
     w[0] = NAN;
     assert_int_equal(pb_kvcache_observe(f->p, 100u, w, 8u), PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_first_error_weight_over_full(void **state) {
@@ -190,14 +190,14 @@ static void observe_first_error_weight_over_full(void **state) {
     float *w = weights(f, 12u);
     w[11] = -1.0f;
     assert_int_equal(pb_kvcache_observe(f->p, 1000u, w, 12u), PB_ERR_WEIGHT);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_first_error_length_over_full(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_observe(f->p, 1000u, weights(f, 11u), 11u),
                      PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void observe_attn_null_ignores_length(void **state) {
@@ -221,14 +221,14 @@ static void evict_policy_null(void **state) {
     fx *f = *state;
     size_t n = 9;
     assert_int_equal(pb_kvcache_evict(NULL, 3u, f->buf, 64u, &n), PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_n_victims_null(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_evict(f->p, 3u, f->buf, 64u, NULL),
                      PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_victims_null_with_capacity(void **state) {
@@ -236,7 +236,7 @@ static void evict_victims_null_with_capacity(void **state) {
     size_t n = 9;
     assert_int_equal(pb_kvcache_evict(f->p, 3u, NULL, 64u, &n), PB_ERR_NULL);
     assert_int_equal(pb_kvcache_evict(f->p, 100u, NULL, 1u, &n), PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_victims_capacity_zero(void **state) {
@@ -250,7 +250,7 @@ static void evict_victims_capacity_zero(void **state) {
     n = 0;
     assert_int_equal(pb_kvcache_evict(f->p, 3u, NULL, 0u, &n), PB_ERR_BUFFER);
     assert_int_equal(n, EVICT_NEEDS);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_victims_one_short(void **state) {
@@ -259,7 +259,7 @@ static void evict_victims_one_short(void **state) {
     assert_int_equal(pb_kvcache_evict(f->p, 3u, f->buf, EVICT_NEEDS - 1u, &n),
                      PB_ERR_BUFFER);
     assert_int_equal(n, EVICT_NEEDS);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_budget_uint32_max(void **state) {
@@ -268,7 +268,7 @@ static void evict_budget_uint32_max(void **state) {
     /* The target is the share (8) and 7 are held: nothing to drop. */
     assert_int_equal(pb_kvcache_evict(f->p, UINT32_MAX, NULL, 0u, &n), PB_OK);
     assert_int_equal(n, 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_nothing_needed(void **state) {
@@ -276,7 +276,7 @@ static void evict_nothing_needed(void **state) {
     size_t n = 9;
     assert_int_equal(pb_kvcache_evict(f->p, 7u, f->buf, 64u, &n), PB_OK);
     assert_int_equal(n, 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void evict_budget_zero(void **state) {
@@ -335,7 +335,7 @@ static void evict_to_empty_then_observe_zero(void **state) {
 static void reset_policy_null(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_reset(NULL), PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void reset_restores_created_state(void **state) {
@@ -369,7 +369,7 @@ static void after_reset_old_length(void **state) {
     set_before(f);
     assert_int_equal(pb_kvcache_observe(f->p, 100u, weights(f, 7u), 7u),
                      PB_ERR_LENGTH);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void after_reset_position_zero(void **state) {
@@ -378,7 +378,7 @@ static void after_reset_position_zero(void **state) {
     set_before(f);
     assert_int_equal(pb_kvcache_observe(f->p, 0u, weights(f, 1u), 1u),
                      PB_ERR_POSITION);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void after_reset_old_position_not_held(void **state) {
@@ -388,7 +388,7 @@ static void after_reset_old_position_not_held(void **state) {
     set_before(f);
     double s = 5.0;
     assert_int_equal(pb_kvcache_window_score(f->p, old, &s), PB_ERR_NOT_HELD);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void after_reset_evict_nothing(void **state) {
@@ -399,7 +399,7 @@ static void after_reset_evict_nothing(void **state) {
     assert_int_equal(pb_kvcache_evict(f->p, 0u, f->buf, 64u, &n), PB_OK);
     /* One position held, recent_window 2 protects it. */
     assert_int_equal(n, 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void after_reset_old_positions_admissible(void **state) {
@@ -448,7 +448,7 @@ static void kept_positions_policy_null(void **state) {
     size_t n = 9;
     assert_int_equal(pb_kvcache_kept_positions(NULL, f->buf, 64u, &n),
                      PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void kept_positions_out_null(void **state) {
@@ -458,14 +458,14 @@ static void kept_positions_out_null(void **state) {
                      PB_ERR_NULL);
     assert_int_equal(pb_kvcache_kept_positions(f->p, NULL, 0u, &n),
                      PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void kept_positions_n_null(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_kept_positions(f->p, f->buf, 64u, NULL),
                      PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void kept_positions_one_short(void **state) {
@@ -476,7 +476,7 @@ static void kept_positions_one_short(void **state) {
                      PB_ERR_BUFFER);
     assert_int_equal(n, 7u);
     for (size_t i = 0; i < 64u; ++i) assert_int_equal(f->buf[i], CANARY);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void kept_positions_capacity_zero(void **state) {
@@ -487,7 +487,7 @@ static void kept_positions_capacity_zero(void **state) {
                      PB_ERR_BUFFER);
     assert_int_equal(n, 7u);
     assert_int_equal(f->buf[0], CANARY);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void kept_positions_one_long(void **state) {
@@ -498,21 +498,21 @@ static void kept_positions_one_long(void **state) {
     assert_int_equal(n, 7u);
     assert_memory_equal(f->buf, f->before.pos, 7u * sizeof f->buf[0]);
     assert_int_equal(f->buf[7], CANARY);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void window_score_policy_null(void **state) {
     fx *f = *state;
     double s = 0.0;
     assert_int_equal(pb_kvcache_window_score(NULL, 0u, &s), PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void window_score_score_null(void **state) {
     fx *f = *state;
     assert_int_equal(pb_kvcache_window_score(f->p, last_held(f), NULL),
                      PB_ERR_NULL);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void window_score_not_held(void **state) {
@@ -523,7 +523,7 @@ static void window_score_not_held(void **state) {
     for (size_t i = 0; i < sizeof never / sizeof never[0]; ++i)
         assert_int_equal(pb_kvcache_window_score(f->p, never[i], &s),
                          PB_ERR_NOT_HELD);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 #define ROW(fn) cmocka_unit_test(fn)

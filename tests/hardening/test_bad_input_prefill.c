@@ -96,9 +96,7 @@ static int fx_done(void **state) {
 
 /* The instance, the output arrays and the allocator are untouched. */
 static void assert_unchanged(const pfx *f) {
-    hs_state after;
-    assert_int_equal(hs_capture(f->p, &after), 0);
-    assert_true(hs_equal(&f->before, &after));
+    HS_ASSERT_UNCHANGED(f);
     for (size_t i = 0; i < 64u; ++i) {
         assert_int_equal(f->kept[i], CANARY);
         assert_int_equal(f->victims[i], CANARY);

@@ -83,13 +83,6 @@ static void capture(const warm *f, hs_state *s) {
     assert_int_equal(hs_capture(f->p, s), 0);
 }
 
-#define ASSERT_UNCHANGED(f)                            \
-    do {                                               \
-        hs_state after_;                               \
-        capture((f), &after_);                         \
-        assert_true(hs_equal(&(f)->before, &after_));  \
-    } while (0)
-
 /* Held 0 .. 9, evicted to 6 (the sinks 0 and 1 spared), then 13 admitted:
  * 7 held. full: then filled to the capacity. */
 static void warm_native(warm *f, uint32_t scorer, int full) {
@@ -178,7 +171,7 @@ static void expect_observe_refused(warm *f, uint32_t pos, const float *attn,
                                    size_t len, pb_status want) {
     const pb_status st = observe(f, pos, attn, len);
     if (f->vt == NULL) assert_int_equal(st, want);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -223,7 +216,7 @@ static void body_observe_policy_null(warm *f) {
                          PB_ERR_NULL);
     else
         f->vt->on_decode_step(NULL, 99u, NULL, 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void scorer_observe_position_not_above(void **state) {
@@ -272,7 +265,7 @@ static void body_evict_buffer_short(warm *f) {
                f->vt->evict(f->p, 0u, f->buf, cap) == 0u) {
             for (size_t i = 0; i < 64u; ++i)
                 assert_int_equal(f->buf[i], CANARY);
-            ASSERT_UNCHANGED(f);
+            HS_ASSERT_UNCHANGED(f);
             ++cap;
         }
         assert_true(cap >= 1u && cap <= f->before.kept);
@@ -280,7 +273,7 @@ static void body_evict_buffer_short(warm *f) {
         return;
     }
     for (size_t i = 0; i < 64u; ++i) assert_int_equal(f->buf[i], CANARY);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void body_evict_null_arguments(warm *f) {
@@ -297,7 +290,7 @@ static void body_evict_null_arguments(warm *f) {
         assert_int_equal(f->vt->evict(f->p, 0u, NULL, 64u), 0u);
         assert_int_equal(f->vt->evict(f->p, 0u, NULL, 0u), 0u);
     }
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 /* Evicting to the held count or above drops nothing and changes
@@ -315,7 +308,7 @@ static void body_evict_nothing_to_drop(warm *f) {
         } else {
             assert_int_equal(f->vt->evict(f->p, asks[a], f->buf, 64u), 0u);
         }
-        ASSERT_UNCHANGED(f);
+        HS_ASSERT_UNCHANGED(f);
     }
 }
 
@@ -349,7 +342,7 @@ static void tova_evict_unclamped_capacity(void **state) {
     for (size_t i = 0; i < 64u; ++i) f.buf[i] = CANARY;
     assert_int_equal(pb_kvcache_tova.evict(f.p, 0u, f.buf, 2u), 0u);
     assert_int_equal(f.buf[0], CANARY);
-    ASSERT_UNCHANGED(&f);
+    HS_ASSERT_UNCHANGED(&f);
     assert_int_equal(pb_kvcache_tova.evict(f.p, 0u, f.buf, 3u), 2u);
     pb_kvcache_tova.destroy(f.p);
 }
@@ -373,7 +366,7 @@ static void body_score_refusals(warm *f) {
         assert_true(s == -42.0);
     }
     assert_int_equal(pb_kvcache_sink_count(NULL), 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void scorer_score_refusals(void **state) {
@@ -394,7 +387,7 @@ static void window_score_only_on_window(void **state) {
             assert_int_equal(pb_kvcache_score(f.p, 0u, &b), PB_OK);
             assert_memory_equal(&a, &b, sizeof a);
         }
-        ASSERT_UNCHANGED(&f);
+        HS_ASSERT_UNCHANGED(&f);
         done(&f);
     }
 }
@@ -417,7 +410,7 @@ static void prefill_refused_with_scorer_or_sinks(void **state) {
                          PB_ERR_PARAM);
         assert_int_equal(n, 77u);
         assert_int_equal(kept[0], CANARY);
-        ASSERT_UNCHANGED(&f);
+        HS_ASSERT_UNCHANGED(&f);
         pb_kvcache_destroy(f.p);
     }
 }

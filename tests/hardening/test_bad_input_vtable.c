@@ -125,7 +125,7 @@ static void vtable_decode_policy_null(void **state) {
     fx *f = *state;
     for (size_t v = 0; v < 2u; ++v)
         VTABLES[v]->on_decode_step(NULL, 100u, weights(f, 7u), 7u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void vtable_decode_refused_changes_nothing(void **state) {
@@ -142,7 +142,7 @@ static void vtable_decode_refused_changes_nothing(void **state) {
         vt->on_decode_step(f->p, 100u, w, 7u);
         w[4] = -INFINITY;
         vt->on_decode_step(f->p, 100u, w, 7u);
-        ASSERT_UNCHANGED(f);
+        HS_ASSERT_UNCHANGED(f);
     }
 }
 
@@ -152,14 +152,14 @@ static void vtable_decode_full(void **state) {
         VTABLES[v]->on_decode_step(f->p, 1000u, weights(f, 12u), 12u);
         VTABLES[v]->on_decode_step(f->p, 1000u, NULL, 0u);
     }
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void vtable_evict_policy_null(void **state) {
     fx *f = *state;
     for (size_t v = 0; v < 2u; ++v)
         assert_int_equal(VTABLES[v]->evict(NULL, 3u, f->buf, 64u), 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void vtable_evict_capacity_zero(void **state) {
@@ -168,7 +168,7 @@ static void vtable_evict_capacity_zero(void **state) {
         assert_int_equal(VTABLES[v]->evict(f->p, 3u, f->buf, 0u), 0u);
         assert_int_equal(VTABLES[v]->evict(f->p, 3u, NULL, 0u), 0u);
     }
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void vtable_evict_capacity_one_short(void **state) {
@@ -176,7 +176,7 @@ static void vtable_evict_capacity_one_short(void **state) {
     for (size_t v = 0; v < 2u; ++v)
         assert_int_equal(
             VTABLES[v]->evict(f->p, 3u, f->buf, EVICT_NEEDS - 1u), 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 /* Not stated in the header for the compatible surface; the native rule
@@ -186,14 +186,14 @@ static void vtable_evict_victims_null_with_capacity(void **state) {
     fx *f = *state;
     for (size_t v = 0; v < 2u; ++v)
         assert_int_equal(VTABLES[v]->evict(f->p, 3u, NULL, 64u), 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void vtable_evict_budget_uint32_max(void **state) {
     fx *f = *state;
     for (size_t v = 0; v < 2u; ++v)
         assert_int_equal(VTABLES[v]->evict(f->p, UINT32_MAX, f->buf, 64u), 0u);
-    ASSERT_UNCHANGED(f);
+    HS_ASSERT_UNCHANGED(f);
 }
 
 static void vtable_evict_budget_zero(void **state) {
