@@ -104,6 +104,39 @@ void fz_check_nothing_left(const fz_ctx *c, int counted) {
     FZ_CHECK(c->ca.bad_frees == 0u);
 }
 
+/* The native creates' status cs, for an input whose size query said ss,
+ * with allocator ch, small when the instance fits the limit: refused as
+ * the rules say (nothing allocated or left), or made. 1 when out is a new
+ * instance. */
+static int create_made(fz_ctx *c, pb_status ss, pb_status cs,
+                       const pb_kvcache *out, const fz_alloc_choice *ch,
+                       int small) {
+    if (ss != PB_OK) {
+        /* Refused params win over a bad allocator only when the allocator
+         * is fine; with both wrong either PB_ERR_PARAM or the size error
+         * could be first, so only "refused, nothing allocated" holds. */
+        FZ_CHECK(out == NULL);
+        FZ_CHECK(c->ca.alloc_calls == 0u);
+        if (ch->kind != 1) FZ_CHECK(cs == ss);
+        else FZ_CHECK(cs == ss || cs == PB_ERR_PARAM);
+        return 0;
+    }
+    if (ch->kind == 1) {
+        FZ_CHECK(cs == PB_ERR_PARAM && out == NULL);
+        return 0;
+    }
+    if (cs == PB_ERR_NOMEM) {
+        FZ_CHECK(out == NULL);
+        FZ_CHECK(ch->kind == 2 && c->ca.alloc_failures > 0u);
+        fz_check_nothing_left(c, 1);
+        return 0;
+    }
+    FZ_CHECK(cs == PB_OK && out != NULL);
+    /* A create larger than the limit cannot have succeeded. */
+    FZ_CHECK(small);
+    return 1;
+}
+
 /* Returns 1 with c->pol and c->ref created, 0 when the input's create was
  * (correctly) refused. */
 int fz_create_native(fz_ctx *c) {
@@ -144,29 +177,7 @@ int fz_create_native(fz_ctx *c) {
         return 0;
     }
     const pb_status cs = pb_kvcache_pyramidkv_create(pp, po, a, &out);
-    if (ss != PB_OK) {
-        /* Refused params win over a bad allocator only when the allocator
-         * is fine; with both wrong either PB_ERR_PARAM or the size error
-         * could be first, so only "refused, nothing allocated" holds. */
-        FZ_CHECK(out == NULL);
-        FZ_CHECK(c->ca.alloc_calls == 0u);
-        if (ch.kind != 1) FZ_CHECK(cs == ss);
-        else FZ_CHECK(cs == ss || cs == PB_ERR_PARAM);
-        return 0;
-    }
-    if (ch.kind == 1) {
-        FZ_CHECK(cs == PB_ERR_PARAM && out == NULL);
-        return 0;
-    }
-    if (cs == PB_ERR_NOMEM) {
-        FZ_CHECK(out == NULL);
-        FZ_CHECK(ch.kind == 2 && c->ca.alloc_failures > 0u);
-        fz_check_nothing_left(c, 1);
-        return 0;
-    }
-    FZ_CHECK(cs == PB_OK && out != NULL);
-    /* A create larger than the limit cannot have succeeded. */
-    FZ_CHECK(small);
+    if (!create_made(c, ss, cs, out, &ch, small)) return 0;
     c->pol = out;
     c->counted = ch.kind == 2;
     if (c->counted) {
@@ -321,25 +332,7 @@ int fz_create_scorers(fz_ctx *c) {
         return 0;
     }
     const pb_status cs = pb_kvcache_create(kp, a, &out);
-    if (ss != PB_OK) {
-        FZ_CHECK(out == NULL);
-        FZ_CHECK(c->ca.alloc_calls == 0u);
-        if (ch.kind != 1) FZ_CHECK(cs == ss);
-        else FZ_CHECK(cs == ss || cs == PB_ERR_PARAM);
-        return 0;
-    }
-    if (ch.kind == 1) {
-        FZ_CHECK(cs == PB_ERR_PARAM && out == NULL);
-        return 0;
-    }
-    if (cs == PB_ERR_NOMEM) {
-        FZ_CHECK(out == NULL);
-        FZ_CHECK(ch.kind == 2 && c->ca.alloc_failures > 0u);
-        fz_check_nothing_left(c, 1);
-        return 0;
-    }
-    FZ_CHECK(cs == PB_OK && out != NULL);
-    FZ_CHECK(small);
+    if (!create_made(c, ss, cs, out, &ch, small)) return 0;
     c->pol = out;
     c->counted = ch.kind == 2;
     if (c->counted) FZ_CHECK(c->ca.outstanding == bytes);

@@ -90,4 +90,36 @@ static inline void expect_one_failed_case(const outcome *o) {
     expect_counts(o, 0u, 1u);
 }
 
+/* Every strict prefix of doc is unreadable (rc -1, runner limit
+ * prefix_max), and every single-byte substitution by one of subst[0 ..
+ * n_subst-1] is read as one case or refused whole (runner limit
+ * mutate_max; ASan/UBSan builds watch for memory errors). */
+static inline void expect_truncations_and_mutations(const char *doc,
+                                                    size_t prefix_max,
+                                                    const char *subst,
+                                                    size_t n_subst,
+                                                    size_t mutate_max) {
+    const size_t len = strlen(doc);
+    outcome o;
+    for (size_t n = 0; n < len; ++n) {
+        run_raw(doc, n, prefix_max, &o);
+        if (o.rc != -1) {
+            print_error("prefix of %zu bytes: rc %d\n", n, o.rc);
+            fail();
+        }
+    }
+    char *copy = malloc(len + 1u);
+    assert_non_null(copy);
+    for (size_t i = 0; i < len; ++i) {
+        for (size_t k = 0; k < n_subst; ++k) {
+            memcpy(copy, doc, len + 1u);
+            copy[i] = subst[k];
+            run_raw(copy, len, mutate_max, &o);
+            assert_true(o.rc == 0 || o.rc == -1);
+            assert_true(o.rc == -1 || o.totals.passed + o.totals.failed == 1u);
+        }
+    }
+    free(copy);
+}
+
 #endif /* PB_TESTS_RUNNER_HARNESS_H */
