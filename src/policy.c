@@ -185,14 +185,13 @@ static int streamed_rows(const pb_kvcache *p) {
     return p->cfg.row_stores == (uint32_t)PB_ROW_STORES_STREAMED;
 }
 
-/* In the lazy state: writes the step into its row with column == rank and
- * zeroes the old layout's tail, so the row is dense and every column from
- * kept on is zero; once all rows are, the old layout is forgotten. */
-static void rewrite_row_densely(pb_kvcache *p, const float *attn) {
+/* In the lazy state, after the step's row was written in the new layout:
+ * zeroes the old layout's tail of the row (every column from kept +
+ * n_holes on is then zero) and marks it dense; once all rows are, the old
+ * layout is forgotten. */
+static void mark_row_dense(pb_kvcache *p) {
     float *row = p->ring + (size_t)p->slot * p->row_stride;
-    pb__ring_store_row(p->ring, p->row_stride, p->slot, attn, p->kept, NULL,
-                       0u, streamed_rows(p)); /* no holes: one copy */
-    memset(row + p->kept, 0, p->n_lazy * sizeof *row);
+    memset(row + p->kept + p->n_holes, 0, p->n_lazy * sizeof *row);
     p->dense_rows |= UINT64_C(1) << p->slot;
     const uint64_t all = p->obs_window == 64u
                              ? ~UINT64_C(0)
@@ -203,11 +202,12 @@ static void rewrite_row_densely(pb_kvcache *p, const float *attn) {
     }
 }
 
-/* Leaves the lazy state: compacts the rows not yet rewritten (their tails
- * zeroed as the dense ones are). */
+/* Leaves the lazy state: moves the rows not yet rewritten to the new
+ * layout (holes included; their tails zeroed as the dense ones are). */
 static void finish_lazy(pb_kvcache *p) {
     if (p->n_lazy == 0u) return;
-    const size_t n_cols = p->kept + p->n_lazy;
+    const size_t n_new = p->kept + p->n_holes;
+    const size_t n_cols = n_new + p->n_lazy;
     const size_t words = (n_cols + 63u) / 64u;
     memset(p->alive, 0xFF, words * sizeof *p->alive);
     if (n_cols % 64u != 0u)
@@ -219,7 +219,7 @@ static void finish_lazy(pb_kvcache *p) {
         if ((p->dense_rows >> s) & 1u) continue;
         float *row = p->ring + (size_t)s * p->row_stride;
         pb__compact_columns(row, sizeof *row, p->alive, n_cols);
-        memset(row + p->kept, 0, p->n_lazy * sizeof *row);
+        memset(row + n_new, 0, p->n_lazy * sizeof *row);
     }
     p->n_lazy = 0u;
     p->dense_rows = 0u;
@@ -295,10 +295,29 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
         return st;
     }
     if (attn != NULL) {
-        if (p->n_lazy > 0u) {
-            rewrite_row_densely(p, attn);
-        } else if (p->sums_valid && !(flags & PB__WEIGHT_BIG)) {
+        const int sums = p->sums_valid && !(flags & PB__WEIGHT_BIG);
+        assert(p->n_lazy == 0u || !p->prefix_valid);
+        /* The lazy state's rows are rewritten as they come (with the sums,
+         * or as one copy when nothing else is kept and no hole has come
+         * since it began); any other step ends it first. */
+        if (p->n_lazy > 0u && !sums && (p->sums_valid || p->n_holes > 0u))
+            finish_lazy(p);
+        if (p->n_lazy > 0u && !sums) {
+            pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
+                               attn_len, NULL, 0u,
+                               streamed_rows(p)); /* no holes: one copy */
+            mark_row_dense(p);
+        } else if (sums) {
+            /* A row of the old layout moves first, now that the step
+             * brings it into the caches anyway. */
+            const int moved =
+                p->n_lazy > 0u && !((p->dense_rows >> p->slot) & 1u);
+            if (moved)
+                pb__ring_move_row(p->ring + (size_t)p->slot * p->row_stride,
+                                  p->lazy_holes, p->n_lazy,
+                                  p->kept + p->n_holes);
             pb__filter_store_row(p, attn, attn_len);
+            if (moved) mark_row_dense(p);
         } else {
             /* A row the prefix folds read next is kept in the caches. */
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
@@ -392,6 +411,16 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
                        uint32_t *victims, int filtered, int long_gap) {
     size_t cols[PB__FILTER_MAX_NEEDED];
     assert(k >= 1u && k <= PB__FILTER_MAX_NEEDED);
+    const int compact_due = p->n_holes + k > p->max_holes || long_gap;
+    const size_t room = pb__lazy_room(p->capacity);
+    /* A lazy state gains holes until a compaction is due, while the old
+     * layout stays within the ring (n_holes + n_lazy <= room) and the
+     * newest column stays held (a trimmed hole would leave a stale cell
+     * in a different column of each layout). */
+    if (p->n_lazy > 0u &&
+        (compact_due || p->n_holes + k + p->n_lazy > room ||
+         ranks[k - 1u] + 1u == p->kept))
+        finish_lazy(p);
     for (size_t t = 0; t < k; ++t) {
         cols[t] = pb__ring_column_of(p->holes, p->n_holes, ranks[t]);
         victims[t] = p->pos[cols[t]];
@@ -399,15 +428,21 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
     const size_t n_cols = p->kept + p->n_holes;
     p->kept -= k;
 
-    /* When evicts come far apart every step until the next one should copy
-     * its row in one piece, not one run between each pair of holes: so
-     * compact pos[] now and let each ring row be compacted by its next
-     * step's rewrite (the lazy state), or, where rows cannot be tracked,
-     * compact everything now. */
-    if (long_gap && p->lazy_ok && !p->sums_valid && !p->prefix_valid &&
-        p->n_holes + k <= pb__lazy_room(p->capacity)) {
+    /* When a compaction is due, compact pos[] (and the sums) now and let
+     * each ring row be compacted by its next step's rewrite (the lazy
+     * state): when evicts come far apart (every step until the next one
+     * then copies its row in one piece, not one run between each pair of
+     * holes), and while the sums are kept (each step rewrites its row and
+     * its sums anyway, so no row is moved on its own). Where rows cannot
+     * be tracked, compact everything now. */
+    if (compact_due && p->lazy_ok && !p->prefix_valid &&
+        (long_gap ? !p->sums_valid : p->sums_valid) &&
+        p->n_holes + k <= room) {
         mark_alive(p, n_cols, cols, k);
         pb__compact_columns(p->pos, sizeof *p->pos, p->alive, n_cols);
+        if (p->sums_valid)
+            pb__compact_columns(p->scores, sizeof *p->scores, p->alive,
+                                n_cols);
         size_t a = p->n_holes, b = k, out = p->n_holes + k;
         while (b > 0u) { /* lazy_holes = holes + cols, sorted */
             if (a > 0u && p->holes[a - 1u] > cols[b - 1u])
@@ -426,7 +461,7 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
                                 : PB__PATH_STREAMED_COMPACTED;
         return;
     }
-    if (p->n_holes + k > p->max_holes || long_gap) {
+    if (compact_due) {
         mark_alive(p, n_cols, cols, k);
         compact_all(p, n_cols, p->sums_valid || p->prefix_valid);
         p->last_path = filtered ? PB__PATH_FILTERED_COMPACTED
@@ -559,11 +594,15 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
         return PB_OK;
     }
 
-    finish_lazy(p); /* one layout for every row before any score */
+    /* One layout for every row before any score, except for the filter,
+     * which reads the sums and the few exact scores it needs through
+     * either layout. */
+    const int cheap = needed <= PB__FILTER_MAX_NEEDED && p->stream_ok;
+    if (!cheap || !p->sums_valid) finish_lazy(p);
     const uint32_t gap = p->gap;
     const int short_gap = gap <= PB__FILTER_MAX_GAP;
     p->gap = 0u;
-    if (needed <= PB__FILTER_MAX_NEEDED && p->stream_ok) {
+    if (cheap) {
         assert(first == 0u); /* no sinks on these paths */
         const size_t evictable = end;
         size_t ranks[PB__FILTER_MAX_NEEDED];
@@ -584,7 +623,10 @@ pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
                 p->sums_valid = 0; /* the array is not prefix folds either */
             }
         }
-        if (!filtered) pb__stream_select(p, evictable, needed, ranks);
+        if (!filtered) {
+            finish_lazy(p);
+            pb__stream_select(p, evictable, needed, ranks);
+        }
         drop_ranks(p, ranks, needed, victims, filtered,
                    gap > PB__FILTER_MAX_GAP);
         keep_up(p, short_gap);
@@ -659,20 +701,9 @@ pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,
     if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW) return PB_ERR_PARAM;
     const size_t col = column_of_pos(p, pos);
     if (col == SIZE_MAX) return PB_ERR_NOT_HELD;
-    if (p->n_lazy == 0u) {
-        *score = pb__ring_window_score(p->ring, p->row_stride, p->obs_window,
-                                       col);
-        return PB_OK;
-    }
-    /* Lazy state: pos[] is dense (col is the rank); each row has its own
-     * layout. The same fold, in slot order. */
-    const size_t old_col = pb__ring_column_of(p->lazy_holes, p->n_lazy, col);
-    double sum = 0.0;
-    for (uint32_t s = 0; s < p->obs_window; ++s) {
-        const size_t c = ((p->dense_rows >> s) & 1u) ? col : old_col;
-        sum += (double)p->ring[(size_t)s * p->row_stride + c];
-    }
-    *score = sum;
+    *score = pb__ring_window_score(p->ring, p->row_stride, p->obs_window,
+                                   col, p->lazy_holes, p->n_lazy,
+                                   p->dense_rows);
     return PB_OK;
 }
 

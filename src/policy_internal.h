@@ -273,14 +273,20 @@ void pb__copy_fence(int streamed);
  * in pos[], so pos[] stays ascending over all columns. Every other path
  * (create, reset, a full evict) leaves no hole, so column == rank.
  *
- * When evicts come far apart the ring is compacted lazily instead: pos[]
- * is compacted at once (no holes), but each ring row keeps the old layout,
- * with the dead columns lazy_holes[], until the next decode step of its
- * slot rewrites it densely (column == rank); dense_rows has a bit per row
- * so rewritten. After obs_window steps every row is dense and the old
- * layout is forgotten, so no row was ever moved; an evict that comes
- * sooner first compacts the rows not yet rewritten. In this lazy state
- * n_holes is 0 and scores[] holds neither sums nor prefix folds.
+ * When a compaction is due and evicts come far apart, or while the sums
+ * are kept, the ring is compacted lazily instead: pos[] (and the sums) are
+ * compacted at once, but each ring row keeps the old layout, with the dead
+ * columns lazy_holes[], until the next decode step of its slot rewrites it
+ * in the new layout (moving it first when the sums want its old weights,
+ * a row the step brings into the caches anyway); dense_rows has a bit per
+ * row so rewritten. Column c of the new layout is cell
+ * pb__ring_column_of(lazy_holes, n_lazy, c) of the old one, and a row of
+ * the old layout holds n_lazy more columns. After obs_window steps every
+ * row is rewritten and the old layout is forgotten. The filter's evicts
+ * read either layout and add holes to the new one (holes + n_lazy stay
+ * within pb__lazy_room); anything else first moves the rows not yet
+ * rewritten (finish_lazy). The lazy state never has prefix folds, and has
+ * no hole unless the sums are kept (or were when the hole came).
  *
  * Doors other than policy.c (the prefill door) may write pos, kept, slot
  * and the ring directly, but only on an instance fresh from create or reset
@@ -332,7 +338,8 @@ struct pb_kvcache {
                              guess_m, below; a hint) */
     size_t zero_upto;     /* ring columns kept + n_holes + n_lazy ..
                              zero_upto-1 are 0 in every row (and, in a row
-                             rewritten densely, so are kept ..): an
+                             rewritten in the lazy state, so are kept +
+                             n_holes ..): an
                              admission there writes nothing, and the next
                              one past it zeroes a whole cache line of
                              columns at once */
@@ -517,10 +524,20 @@ void pb__ring_clear_column(float *ring, size_t row_stride,
 void pb__ring_clear_columns(float *ring, size_t row_stride,
                             uint32_t obs_window, size_t col, size_t count);
 
+/* Moves one row's columns 0 .. n-1 of a layout without the dead columns
+ * dead[0 .. n_dead-1] (ascending) from the layout with them: column c
+ * takes cell pb__ring_column_of(dead, n_dead, c). */
+void pb__ring_move_row(float *row, const size_t *dead, size_t n_dead,
+                       size_t n);
+
 /* The window score of column `col`: 0.0 plus each row's weight, as a
- * double, in row order 0 .. obs_window-1. */
+ * double, in row order 0 .. obs_window-1. In the lazy state (n_lazy > 0)
+ * a row whose bit is clear in dense_rows holds it in its old layout's
+ * cell pb__ring_column_of(lazy, n_lazy, col). */
 double pb__ring_window_score(const float *ring, size_t row_stride,
-                             uint32_t obs_window, size_t col);
+                             uint32_t obs_window, size_t col,
+                             const size_t *lazy, size_t n_lazy,
+                             uint64_t dense_rows);
 
 /* out[i] = the window score of rank i, i = 0 .. n-1, bit for bit as
  * pb__ring_window_score (computed by k->fold_rows). */

@@ -199,7 +199,8 @@ static double exact_score(const pb_kvcache *p, score_cache *c, size_t j) {
         const size_t col = pb__ring_column_of(p->holes, p->n_holes, j);
         c->rank[k] = j;
         c->score[k] =
-            pb__ring_window_score(p->ring, p->row_stride, p->obs_window, col);
+            pb__ring_window_score(p->ring, p->row_stride, p->obs_window, col,
+                                  p->lazy_holes, p->n_lazy, p->dense_rows);
     }
     return c->score[k];
 }

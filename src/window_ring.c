@@ -72,10 +72,20 @@ void pb__ring_clear_columns(float *ring, size_t row_stride,
 }
 
 double pb__ring_window_score(const float *ring, size_t row_stride,
-                             uint32_t obs_window, size_t col) {
+                             uint32_t obs_window, size_t col,
+                             const size_t *lazy, size_t n_lazy,
+                             uint64_t dense_rows) {
     double sum = 0.0;
-    for (uint32_t s = 0; s < obs_window; ++s)
-        sum += (double)ring[(size_t)s * row_stride + col];
+    if (n_lazy == 0u) {
+        for (uint32_t s = 0; s < obs_window; ++s)
+            sum += (double)ring[(size_t)s * row_stride + col];
+        return sum;
+    }
+    const size_t old_col = pb__ring_column_of(lazy, n_lazy, col);
+    for (uint32_t s = 0; s < obs_window; ++s) {
+        const size_t c = ((dense_rows >> s) & 1u) ? col : old_col;
+        sum += (double)ring[(size_t)s * row_stride + c];
+    }
     return sum;
 }
 
@@ -131,6 +141,15 @@ static size_t compact_row(unsigned char *row, size_t elem,
         }
     }
     return w;
+}
+
+void pb__ring_move_row(float *row, const size_t *dead, size_t n_dead,
+                       size_t n) {
+    pb__runs it = {0, 0, 0};
+    pb__run run; /* run.rank: a column of the new layout, run.col: old */
+    while (pb__run_next(&it, dead, n_dead, n, &run))
+        if (run.col != run.rank)
+            memmove(row + run.rank, row + run.col, run.len * sizeof *row);
 }
 
 void pb__ring_compact(float *ring, size_t row_stride, uint32_t obs_window,

@@ -297,6 +297,7 @@ static void kernel_variants_agree(void **state) {
 
 static unsigned long paths[6], misses, big_drops, rebuilt;
 static unsigned long lazy_entered, lazy_finished_by_evict, lazy_left_by_steps;
+static unsigned long lazy_kept_by_evict, lazy_with_holes;
 static unsigned long prefix_streams, exact_evicts;
 static unsigned long guess_misses, guess_huge_held;
 
@@ -429,7 +430,18 @@ static void run_decode(unsigned long seed) {
         assert_memory_equal(va, vc, nc * sizeof *va);
         assert_memory_equal(vb, vc, nc * sizeof *vb);
         assert_memory_equal(vd, vc, nc * sizeof *vd);
-        if (lazy_before > 0u && nc > 0) ++lazy_finished_by_evict;
+        /* An evict in the lazy state either ends it or (the filter, with
+         * the sums kept) reads both layouts and adds holes to the new. */
+        if (lazy_before > 0u && nc > 0) {
+            if (t.fast->n_lazy > 0u)
+                ++lazy_kept_by_evict;
+            else
+                ++lazy_finished_by_evict;
+        }
+        if (t.fast->n_lazy > 0u && t.fast->n_holes > 0u) {
+            ++lazy_with_holes;
+            assert_true(t.fast->sums_valid);
+        }
         if (prefix_before && nc > 0 &&
             (t.fast->last_path == PB__PATH_STREAMED ||
              t.fast->last_path == PB__PATH_STREAMED_COMPACTED))
@@ -470,10 +482,12 @@ static void every_path_agrees(void **state) {
            paths[PB__PATH_FILTERED_COMPACTED], paths[PB__PATH_STREAMED],
            paths[PB__PATH_STREAMED_COMPACTED], misses, big_drops, rebuilt);
     printf("lazy compaction: entered %lu, finished early by an evict %lu, "
-           "left after every row was rewritten %lu; streamed on prefix "
-           "folds %lu; filtered exactly (no sum rounds) %lu\n",
-           lazy_entered, lazy_finished_by_evict, lazy_left_by_steps,
-           prefix_streams, exact_evicts);
+           "kept by a filtered evict %lu (with holes after it %lu), left "
+           "after every row was rewritten %lu; streamed on prefix folds "
+           "%lu; filtered exactly (no sum rounds) %lu\n",
+           lazy_entered, lazy_finished_by_evict, lazy_kept_by_evict,
+           lazy_with_holes, lazy_left_by_steps, prefix_streams,
+           exact_evicts);
     printf("filtered scans of one victim: a guess far too low missed "
            "%lu times, a huge one held %lu times\n",
            guess_misses, guess_huge_held);
@@ -484,6 +498,8 @@ static void every_path_agrees(void **state) {
         assert_true(paths[k] > 0);
     assert_true(lazy_entered > 0);
     assert_true(lazy_finished_by_evict > 0);
+    assert_true(lazy_kept_by_evict > 0);
+    assert_true(lazy_with_holes > 0);
     assert_true(lazy_left_by_steps > 0);
     assert_true(prefix_streams > 0);
     assert_true(misses > 0);
