@@ -411,7 +411,12 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
                        uint32_t *victims, int filtered, int long_gap) {
     size_t cols[PB__FILTER_MAX_NEEDED];
     assert(k >= 1u && k <= PB__FILTER_MAX_NEEDED);
-    const int compact_due = p->n_holes + k > p->max_holes || long_gap;
+    /* While the sums are kept a compaction is lazy (no row moves on its
+     * own), so the holes, which cost every step, are let gather only to
+     * half the allowance. */
+    const size_t allowed =
+        p->sums_valid && p->lazy_ok ? p->max_holes / 2u : p->max_holes;
+    const int compact_due = p->n_holes + k > allowed || long_gap;
     const size_t room = pb__lazy_room(p->capacity);
     /* A lazy state gains holes until a compaction is due, while the old
      * layout stays within the ring (n_holes + n_lazy <= room) and the

@@ -153,7 +153,9 @@ static int region(size_t *cursor, size_t bytes, size_t *offset) {
  * later step until then: it cuts each row a step writes into one more run,
  * and widens the windows the filter's scan must walk past it. Measured on
  * the model shape at cadence 1 (docs/speed.md), halving the allowance
- * from 1/32 saved more per step than the compactions twice as often cost. */
+ * from 1/32 saved more per step than the compactions twice as often cost.
+ * While the sums are kept a compaction moves no ring row (the lazy state),
+ * so drop_ranks lets only half this many gather then. */
 static size_t max_holes_of(size_t capacity) {
     return capacity / 64u > 8u ? capacity / 64u : 8u;
 }
