@@ -413,9 +413,12 @@ static void drop_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
     assert(k >= 1u && k <= PB__FILTER_MAX_NEEDED);
     /* While the sums are kept a compaction is lazy (no row moves on its
      * own), so the holes, which cost every step, are let gather only to
-     * half the allowance. */
+     * half the allowance, or PB__HOLES_MIN. */
+    const size_t half =
+        p->max_holes / 2u > PB__HOLES_MIN ? p->max_holes / 2u : PB__HOLES_MIN;
     const size_t allowed =
-        p->sums_valid && p->lazy_ok ? p->max_holes / 2u : p->max_holes;
+        p->sums_valid && p->lazy_ok && half < p->max_holes ? half
+                                                           : p->max_holes;
     const int compact_due = p->n_holes + k > allowed || long_gap;
     const size_t room = pb__lazy_room(p->capacity);
     /* A lazy state gains holes until a compaction is due, while the old

@@ -155,9 +155,11 @@ static int region(size_t *cursor, size_t bytes, size_t *offset) {
  * the model shape at cadence 1 (docs/speed.md), halving the allowance
  * from 1/32 saved more per step than the compactions twice as often cost.
  * While the sums are kept a compaction moves no ring row (the lazy state),
- * so drop_ranks lets only half this many gather then. */
+ * so drop_ranks lets only half this many gather then (at least
+ * PB__HOLES_MIN: a small instance, whose rows the caches hold, pays
+ * little for moving them at once). */
 static size_t max_holes_of(size_t capacity) {
-    return capacity / 64u > 8u ? capacity / 64u : 8u;
+    return capacity / 64u > PB__HOLES_MIN ? capacity / 64u : PB__HOLES_MIN;
 }
 
 /* The block of an instance whose scorer is not the window: the positions,

@@ -572,6 +572,10 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 /* The filtered and the streaming paths take at most this many victims ... */
 #define PB__FILTER_MAX_NEEDED ((size_t)64)
 
+/* The least allowance of holes (policy_config.c), and the least a cheap
+ * evict lets gather before it compacts (policy.c). */
+#define PB__HOLES_MIN ((size_t)8)
+
 /* The least margin of the filtered scan's guessed bound: 2^-20 of the
  * last needed-th least window max (score_filter.c, scan). */
 #define PB__GUESS_STEPS 20u

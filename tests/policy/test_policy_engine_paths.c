@@ -297,7 +297,7 @@ static void kernel_variants_agree(void **state) {
 
 static unsigned long paths[6], misses, big_drops, rebuilt;
 static unsigned long lazy_entered, lazy_finished_by_evict, lazy_left_by_steps;
-static unsigned long lazy_kept_by_evict, lazy_with_holes;
+static unsigned long lazy_kept_by_evict, lazy_with_holes, half_compactions;
 static unsigned long prefix_streams, exact_evicts;
 static unsigned long guess_misses, guess_huge_held;
 
@@ -350,7 +350,11 @@ static void compare_scores(trio *t, pbt_rng *r) {
 static void run_decode(unsigned long seed) {
     pbt_rng r = {seed * UINT64_C(0x9E3779B97F4A7C15) + 7};
     pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-    p.budget = 40 + pbt_below(&r, 700);
+    /* Every eighth instance is large enough (capacity >= 1,088) that a
+     * cheap evict with the sums kept compacts past half its allowance of
+     * holes (drop_ranks). */
+    p.budget = seed % 8u == 0u ? 1100 + pbt_below(&r, 600)
+                               : 40 + pbt_below(&r, 700);
     p.recent_window = pbt_below(&r, 40);
     p.obs_window = 1 + pbt_below(&r, pbt_below(&r, 4) ? 20 : 70);
     p.pool_kernel = 1 + 2 * pbt_below(&r, 8);
@@ -377,8 +381,8 @@ static void run_decode(unsigned long seed) {
     t.full->cfg.row_stores = (uint32_t)((seed + 1u) % 2u);
     assert_int_equal(ref_create(&t.ref, &p, &o), PB_OK);
 
-    static float w[1024];
-    static uint32_t va[1024], vb[1024], vc[1024], vd[1024];
+    static float w[2048];
+    static uint32_t va[2048], vb[2048], vc[2048], vd[2048];
     const uint32_t steps = 300 + pbt_below(&r, 1200);
     uint32_t since = 0, cadence = 1 + pbt_below(&r, max_cadence);
     for (uint32_t pos = 1; pos <= steps; ++pos) {
@@ -403,6 +407,8 @@ static void run_decode(unsigned long seed) {
                                  t.fast->obs_window <= 64u &&
                                  t.fast->rounded_rows == 0u;
         const size_t lazy_before = t.fast->n_lazy;
+        const size_t holes_before = t.fast->n_holes;
+        const uint32_t gap_before = t.fast->gap; /* <= 8: no long gap */
         const int prefix_before = t.fast->prefix_valid;
         /* The filtered scan's guessed bound is only a hint: one far too
          * low (the scan misses and runs again) or far too high changes no
@@ -416,14 +422,14 @@ static void run_decode(unsigned long seed) {
             t.fast->guess_m = 0x1p60;
             t.fast->guess_step = 0u;
         }
-        assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 1024, &na), PB_OK);
+        assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 2048, &na), PB_OK);
         if (force == 0u && t.fast->guess_step == PB__GUESS_STEPS - 2u)
             ++guess_misses;
         if (force == 1u && t.fast->guess_m < 0x1p60) ++guess_huge_held;
-        assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 1024, &nd),
+        assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 2048, &nd),
                          PB_OK);
-        assert_int_equal(pb_kvcache_evict(t.full, ask, vb, 1024, &nb), PB_OK);
-        assert_int_equal(ref_evict(&t.ref, ask, vc, 1024, &nc), PB_OK);
+        assert_int_equal(pb_kvcache_evict(t.full, ask, vb, 2048, &nb), PB_OK);
+        assert_int_equal(ref_evict(&t.ref, ask, vc, 2048, &nc), PB_OK);
         assert_int_equal(na, nc);
         assert_int_equal(nb, nc);
         assert_int_equal(nd, nc);
@@ -438,6 +444,10 @@ static void run_decode(unsigned long seed) {
             else
                 ++lazy_finished_by_evict;
         }
+        if (nc > 0 && valid_before && gap_before <= 8u &&
+            t.fast->last_path == PB__PATH_FILTERED_COMPACTED &&
+            holes_before + nc <= t.fast->max_holes)
+            ++half_compactions;
         if (t.fast->n_lazy > 0u && t.fast->n_holes > 0u) {
             ++lazy_with_holes;
             assert_true(t.fast->sums_valid);
@@ -483,11 +493,12 @@ static void every_path_agrees(void **state) {
            paths[PB__PATH_STREAMED_COMPACTED], misses, big_drops, rebuilt);
     printf("lazy compaction: entered %lu, finished early by an evict %lu, "
            "kept by a filtered evict %lu (with holes after it %lu), left "
-           "after every row was rewritten %lu; streamed on prefix folds "
+           "after every row was rewritten %lu; compacted with the sums "
+           "within the allowance of holes %lu; streamed on prefix folds "
            "%lu; filtered exactly (no sum rounds) %lu\n",
            lazy_entered, lazy_finished_by_evict, lazy_kept_by_evict,
-           lazy_with_holes, lazy_left_by_steps, prefix_streams,
-           exact_evicts);
+           lazy_with_holes, lazy_left_by_steps, half_compactions,
+           prefix_streams, exact_evicts);
     printf("filtered scans of one victim: a guess far too low missed "
            "%lu times, a huge one held %lu times\n",
            guess_misses, guess_huge_held);
@@ -500,6 +511,7 @@ static void every_path_agrees(void **state) {
     assert_true(lazy_finished_by_evict > 0);
     assert_true(lazy_kept_by_evict > 0);
     assert_true(lazy_with_holes > 0);
+    assert_true(half_compactions > 0);
     assert_true(lazy_left_by_steps > 0);
     assert_true(prefix_streams > 0);
     assert_true(misses > 0);
