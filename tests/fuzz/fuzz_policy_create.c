@@ -137,6 +137,31 @@ static int create_made(fz_ctx *c, pb_status ss, pb_status cs,
     return 1;
 }
 
+/* The verdict on a vtable's create (a pointer, no status), given the
+ * model's status ss and the allocator chosen: 0 when it was (correctly)
+ * refused, with nothing left allocated; else 1, the instance in c->pol
+ * and its memory checked against the sizing query's bytes. */
+static int vtable_made(fz_ctx *c, pb_status ss, pb_kvcache *out,
+                       const fz_alloc_choice *ch, int small, size_t bytes) {
+    if (ss != PB_OK || ch->kind == 1) {
+        FZ_CHECK(out == NULL);
+        fz_check_nothing_left(c, ch->kind == 2);
+        return 0;
+    }
+    if (out == NULL) {
+        FZ_CHECK(ch->kind == 2 && c->ca.alloc_failures > 0u);
+        fz_check_nothing_left(c, 1);
+        return 0;
+    }
+    FZ_CHECK(small);
+    c->pol = out;
+    c->counted = ch->kind == 2;
+    if (c->counted) FZ_CHECK(c->ca.outstanding == bytes);
+    c->mem = bytes;
+    FZ_CHECK(c->vt->memory_bytes(out) == bytes);
+    return 1;
+}
+
 /* Returns 1 with c->pol and c->ref created, 0 when the input's create was
  * (correctly) refused. */
 int fz_create_native(fz_ctx *c) {
@@ -235,22 +260,7 @@ int fz_create_compat(fz_ctx *c) {
     /* The rng is never read; any pointer must do. */
     pb_rng *rng = (flags & 0x80u) ? (pb_rng *)(void *)&c->ca : NULL;
     pb_kvcache *out = c->vt->create(params, a, rng);
-    if (ss != PB_OK || ch.kind == 1) {
-        FZ_CHECK(out == NULL);
-        fz_check_nothing_left(c, ch.kind == 2);
-        return 0;
-    }
-    if (out == NULL) {
-        FZ_CHECK(ch.kind == 2 && c->ca.alloc_failures > 0u);
-        fz_check_nothing_left(c, 1);
-        return 0;
-    }
-    FZ_CHECK(small);
-    c->pol = out;
-    c->counted = ch.kind == 2;
-    if (c->counted) FZ_CHECK(c->ca.outstanding == bytes);
-    c->mem = bytes;
-    FZ_CHECK(c->vt->memory_bytes(out) == bytes);
+    if (!vtable_made(c, ss, out, &ch, small, bytes)) return 0;
     if (model_refuses_size(&m)) {
         c->vt->destroy(c->pol);
         fz_check_nothing_left(c, c->counted);
@@ -394,22 +404,7 @@ int fz_create_family(fz_ctx *c) {
     const pb_allocator *a = choose_allocator(c, flags, small, &ch);
     pb_rng *rng = (flags & 0x80u) ? (pb_rng *)(void *)&c->ca : NULL;
     pb_kvcache *out = c->vt->create(defaults ? NULL : params, a, rng);
-    if (ss != PB_OK || ch.kind == 1) {
-        FZ_CHECK(out == NULL);
-        fz_check_nothing_left(c, ch.kind == 2);
-        return 0;
-    }
-    if (out == NULL) {
-        FZ_CHECK(ch.kind == 2 && c->ca.alloc_failures > 0u);
-        fz_check_nothing_left(c, 1);
-        return 0;
-    }
-    FZ_CHECK(small);
-    c->pol = out;
-    c->counted = ch.kind == 2;
-    if (c->counted) FZ_CHECK(c->ca.outstanding == bytes);
-    c->mem = bytes;
-    FZ_CHECK(c->vt->memory_bytes(out) == bytes);
+    if (!vtable_made(c, ss, out, &ch, small, bytes)) return 0;
     FZ_CHECK(ref_create_config(&c->ref, &k) == PB_OK);
     return 1;
 }
