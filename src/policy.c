@@ -207,18 +207,10 @@ static void mark_row_dense(pb_kvcache *p) {
 static void finish_lazy(pb_kvcache *p) {
     if (p->n_lazy == 0u) return;
     const size_t n_new = p->kept + p->n_holes;
-    const size_t n_cols = n_new + p->n_lazy;
-    const size_t words = (n_cols + 63u) / 64u;
-    memset(p->alive, 0xFF, words * sizeof *p->alive);
-    if (n_cols % 64u != 0u)
-        p->alive[words - 1u] = (UINT64_C(1) << (n_cols % 64u)) - 1u;
-    for (size_t t = 0; t < p->n_lazy; ++t)
-        p->alive[p->lazy_holes[t] / 64u] &=
-            ~(UINT64_C(1) << (p->lazy_holes[t] % 64u));
     for (uint32_t s = 0; s < p->obs_window; ++s) {
         if ((p->dense_rows >> s) & 1u) continue;
         float *row = p->ring + (size_t)s * p->row_stride;
-        pb__compact_columns(row, sizeof *row, p->alive, n_cols);
+        pb__ring_move_row(row, p->lazy_holes, p->n_lazy, n_new);
         memset(row + n_new, 0, p->n_lazy * sizeof *row);
     }
     p->n_lazy = 0u;
