@@ -14,6 +14,34 @@
 
 #include "differential_pair.h"
 
+dshape dpair_draw_shape(pbt_rng *r) {
+    dshape d;
+    const uint32_t b = pbt_below(r, 100);
+    d.budget = b < 55   ? 1 + pbt_below(r, 24)
+               : b < 90 ? 25 + pbt_below(r, 96)
+                        : 121 + pbt_below(r, 280);
+    d.num_layers = dpair_chance(r, .3) ? 1 : 1 + pbt_below(r, 6);
+    d.layer = pbt_below(r, d.num_layers);
+    static const uint32_t ratios[] = {1, 2, 3, 4, 8};
+    d.pyramid_ratio =
+        dpair_chance(r, .8) ? ratios[pbt_below(r, 5)] : 1 + pbt_below(r, 30);
+    const uint32_t rmax = d.budget - 1 < 24 ? d.budget - 1 : 24;
+    d.recent_window = dpair_chance(r, .3)
+                          ? pbt_below(r, rmax < 3 ? rmax + 1 : 3)
+                          : pbt_below(r, rmax + 1);
+    const uint32_t o = pbt_below(r, 100);
+    d.obs_window = o < 40   ? 1 + pbt_below(r, 4)
+                   : o < 95 ? 1 + pbt_below(r, 20)
+                            : 64;
+    const uint32_t k = pbt_below(r, 100);
+    d.pool_kernel = k < 70   ? 1 + 2 * pbt_below(r, 4)
+                    : k < 90 ? 9 + 2 * pbt_below(r, 12)
+                             : 33 + 2 * pbt_below(r, 85);
+    d.pool = dpair_chance(r, .25) ? (uint32_t)PB_POOL_AVG
+                                  : (uint32_t)PB_POOL_MAX;
+    return d;
+}
+
 float dpair_weight(pbt_rng *r, int style, float constant) {
     switch (style) {
     case 0: return (float)pbt_unit(r);

@@ -58,6 +58,17 @@ static inline int dpair_chance(pbt_rng *r, double p) {
     return pbt_unit(r) < p;
 }
 
+/* The parameters both tests draw alike, in this order: the budget (most
+ * small, some past 120), layers and layer, pyramid ratio, recent window,
+ * observation window, pooling kernel (now and then far wider than the
+ * window) and pooling (average a quarter of the time). */
+typedef struct dshape {
+    uint32_t budget, num_layers, layer, pyramid_ratio, recent_window,
+        obs_window, pool_kernel, pool;
+} dshape;
+
+dshape dpair_draw_shape(pbt_rng *r);
+
 /* One attention weight of a style 0..8: uniform, few levels (exact ties),
  * zeros, subnormals, wide exponents, `constant`, small integers, -0.0 and
  * powers, softmax-like heavy hitters over a light tail. */

@@ -53,36 +53,19 @@ typedef struct scenario {
     uint32_t ops;
 } scenario;
 
-static uint32_t pick_budget(pbt_rng *r) {
-    const uint32_t k = pbt_below(r, 100);
-    if (k < 55) return 1 + pbt_below(r, 24);
-    if (k < 90) return 25 + pbt_below(r, 96);
-    return 121 + pbt_below(r, 280);
-}
-
 static scenario draw(pbt_rng *r) {
     scenario sc;
     memset(&sc, 0, sizeof sc);
     pb_kvcache_pyramidkv_params *p = &sc.params;
-    p->budget = pick_budget(r);
-    p->num_layers = dpair_chance(r, .3) ? 1 : 1 + pbt_below(r, 6);
-    p->layer = pbt_below(r, p->num_layers);
-    static const uint32_t ratios[] = {1, 2, 3, 4, 8};
-    p->pyramid_ratio =
-        dpair_chance(r, .8) ? ratios[pbt_below(r, 5)] : 1 + pbt_below(r, 30);
-    const uint32_t rmax = p->budget - 1 < 24 ? p->budget - 1 : 24;
-    p->recent_window = dpair_chance(r, .3) ? pbt_below(r, rmax < 3 ? rmax + 1 : 3)
-                                     : pbt_below(r, rmax + 1);
-    const uint32_t o = pbt_below(r, 100);
-    p->obs_window = o < 40   ? 1 + pbt_below(r, 4)
-                    : o < 95 ? 1 + pbt_below(r, 20)
-                             : 64;
-    const uint32_t k = pbt_below(r, 100);
-    p->pool_kernel = k < 70   ? 1 + 2 * pbt_below(r, 4)
-                     : k < 90 ? 9 + 2 * pbt_below(r, 12)
-                              : 33 + 2 * pbt_below(r, 85);
-    sc.options.pool = dpair_chance(r, .25) ? (uint32_t)PB_POOL_AVG
-                                     : (uint32_t)PB_POOL_MAX;
+    const dshape shape = dpair_draw_shape(r);
+    p->budget = shape.budget;
+    p->num_layers = shape.num_layers;
+    p->layer = shape.layer;
+    p->pyramid_ratio = shape.pyramid_ratio;
+    p->recent_window = shape.recent_window;
+    p->obs_window = shape.obs_window;
+    p->pool_kernel = shape.pool_kernel;
+    sc.options.pool = shape.pool;
     if (dpair_chance(r, .4))
         sc.options.capacity = p->recent_window + 2 + pbt_below(r, 300);
     sc.options.prefill_max_len = dpair_chance(r, .1) ? pbt_below(r, 100) : 0;

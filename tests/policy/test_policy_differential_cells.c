@@ -84,13 +84,6 @@ typedef struct scenario {
     uint32_t ops;
 } scenario;
 
-static uint32_t pick_budget(pbt_rng *r) {
-    const uint32_t k = pbt_below(r, 100);
-    if (k < 55) return 1 + pbt_below(r, 24);
-    if (k < 90) return 25 + pbt_below(r, 96);
-    return 121 + pbt_below(r, 280);
-}
-
 /* The vtable that means this cell, if one does, chosen now and then. */
 static surface pick_surface(pbt_rng *r, int scorer, int share, int sinks) {
     if (!dpair_chance(r, .25)) return SURF_NATIVE;
@@ -115,24 +108,15 @@ static scenario draw(pbt_rng *r, int scorer, int share, int sinks,
     pb_kvcache_config *c = &sc.config;
     *c = d;
     c->scorer = (uint32_t)scorer;
-    c->budget = pick_budget(r);
-    c->num_layers = dpair_chance(r, .3) ? 1 : 1 + pbt_below(r, 6);
-    c->layer = pbt_below(r, c->num_layers);
-    static const uint32_t ratios[] = {1, 2, 3, 4, 8};
-    c->pyramid_ratio =
-        dpair_chance(r, .8) ? ratios[pbt_below(r, 5)] : 1 + pbt_below(r, 30);
-    const uint32_t rmax = c->budget - 1 < 24 ? c->budget - 1 : 24;
-    c->recent_window = dpair_chance(r, .3) ? pbt_below(r, rmax < 3 ? rmax + 1 : 3)
-                                     : pbt_below(r, rmax + 1);
-    const uint32_t o = pbt_below(r, 100);
-    c->obs_window = o < 40   ? 1 + pbt_below(r, 4)
-                    : o < 95 ? 1 + pbt_below(r, 20)
-                             : 64;
-    const uint32_t k = pbt_below(r, 100);
-    c->pool_kernel = k < 70   ? 1 + 2 * pbt_below(r, 4)
-                     : k < 90 ? 9 + 2 * pbt_below(r, 12)
-                              : 33 + 2 * pbt_below(r, 85);
-    c->pool = dpair_chance(r, .25) ? (uint32_t)PB_POOL_AVG : (uint32_t)PB_POOL_MAX;
+    const dshape shape = dpair_draw_shape(r);
+    c->budget = shape.budget;
+    c->num_layers = shape.num_layers;
+    c->layer = shape.layer;
+    c->pyramid_ratio = shape.pyramid_ratio;
+    c->recent_window = shape.recent_window;
+    c->obs_window = shape.obs_window;
+    c->pool_kernel = shape.pool_kernel;
+    c->pool = shape.pool;
     if (share) /* any schedule's share: below, around or above the budget */
         c->share = 1 + pbt_below(r, 2 * c->budget + 8);
     if (sinks) /* positions below 1 .. 12, some past what is ever held */
