@@ -75,11 +75,8 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
                             const pb_allocator *allocator, pb_kvcache **out) {
     if (out == NULL) return PB_ERR_NULL;
     *out = NULL;
-    pb_kvcache_config c;
-    pb_status st = pb__config_read(config, &c);
-    if (st != PB_OK) return st;
     pb__config cfg;
-    st = pb__config_resolve(&c, &cfg);
+    pb_status st = pb__config_load(config, &cfg);
     if (st != PB_OK) return st;
     pb_allocator a;
     if (!pb__allocator_of(allocator, &a)) return PB_ERR_PARAM;

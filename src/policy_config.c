@@ -16,8 +16,9 @@
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 
-pb_status pb__config_read(const pb_kvcache_config *user,
-                          pb_kvcache_config *out) {
+/* The full config a caller's versioned one describes (pb__config_load). */
+static pb_status config_read(const pb_kvcache_config *user,
+                             pb_kvcache_config *out) {
     const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
     *out = defaults;
     if (user == NULL) return PB_OK;
@@ -56,7 +57,8 @@ void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
     out->prefill_max_len = o.prefill_max_len;
 }
 
-pb_status pb__config_resolve(const pb_kvcache_config *c, pb__config *out) {
+/* Validates a full config and resolves it (pb__config_load). */
+static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
     if (c->budget == 0u || c->budget == UINT32_MAX) return PB_ERR_PARAM;
     if (c->num_layers == 0u || c->layer >= c->num_layers) return PB_ERR_PARAM;
     if (c->pyramid_ratio == 0u) return PB_ERR_PARAM;
@@ -266,13 +268,16 @@ pb_status pb__layout_of(const pb__config *cfg, pb__layout *out) {
     return PB_OK;
 }
 
+pb_status pb__config_load(const pb_kvcache_config *user, pb__config *out) {
+    pb_kvcache_config c;
+    const pb_status st = config_read(user, &c);
+    return st != PB_OK ? st : config_resolve(&c, out);
+}
+
 pb_status pb_kvcache_size(const pb_kvcache_config *config, size_t *bytes) {
     if (bytes == NULL) return PB_ERR_NULL;
-    pb_kvcache_config c;
-    pb_status st = pb__config_read(config, &c);
-    if (st != PB_OK) return st;
     pb__config cfg;
-    st = pb__config_resolve(&c, &cfg);
+    pb_status st = pb__config_load(config, &cfg);
     if (st != PB_OK) return st;
     pb__layout layout;
     st = pb__layout_of(&cfg, &layout);

@@ -76,23 +76,19 @@ typedef struct pb__config {
  * row_stores. A caller's struct_size may not be smaller. */
 #define PB__CONFIG_MIN_SIZE ((size_t)64)
 
-/* Reads a caller's versioned config by the rule of docs/abi.md into a full
- * one: the fields its struct_size covers, the defaults for the rest.
- * PB_ERR_PARAM if struct_size is below PB__CONFIG_MIN_SIZE or a byte past
- * the fields this library knows is not zero. NULL: the defaults. */
-pb_status pb__config_read(const pb_kvcache_config *user,
-                          pb_kvcache_config *out);
-
 /* The versioned config that the released params + options (NULL: their
  * defaults) describe. */
 void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
                             const pb_kvcache_options *options,
                             pb_kvcache_config *out);
 
-/* Validates a full config in the order the header documents and resolves
- * the share and the capacity. PB_OK or PB_ERR_PARAM. */
-pb_status pb__config_resolve(const pb_kvcache_config *config,
-                             pb__config *out);
+/* Reads a caller's versioned config by the rule of docs/abi.md (the
+ * fields its struct_size covers, the defaults for the rest; NULL: the
+ * defaults), validates it in the order the header documents and resolves
+ * the share and the capacity. PB_OK or PB_ERR_PARAM (also for a
+ * struct_size below PB__CONFIG_MIN_SIZE, or a byte past the fields this
+ * library knows that is not zero). */
+pb_status pb__config_load(const pb_kvcache_config *user, pb__config *out);
 
 /* The index of the lowest set bit of v != 0: the compilers' count of
  * trailing zeros where there is one, else a de Bruijn multiply. */
