@@ -23,6 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__) || defined(_M_X64)
+#include <xmmintrin.h>
+#endif
+
 #include "counting_allocator.h"
 #include "hardening_state.h"
 #include "pyramidkv/pyramidkv.h"
@@ -230,6 +234,21 @@ static void scorer_observe_length_wrong(void **state) {
 static void scorer_observe_weight_bad(void **state) {
     (void)state;
     every_instance(body_observe_weight_bad, 0);
+}
+/* The same with x86's flush-to-zero and denormals-are-zero bits set, as
+ * some inference runtimes leave them: the check reads bit patterns, so a
+ * negative subnormal (which DAZ would read as -0.0) is still refused, by
+ * every scorer and in every kernel variant the machine runs. */
+static void scorer_observe_weight_bad_under_daz(void **state) {
+    (void)state;
+#if defined(__SSE2__) || defined(_M_X64)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ | DAZ */
+    every_instance(body_observe_weight_bad, 0);
+    _mm_setcsr(csr);
+#else
+    skip(); /* no such bits on this architecture */
+#endif
 }
 static void scorer_observe_full(void **state) {
     (void)state;
@@ -553,6 +572,7 @@ int main(void) {
         cmocka_unit_test(scorer_observe_position_not_above),
         cmocka_unit_test(scorer_observe_length_wrong),
         cmocka_unit_test(scorer_observe_weight_bad),
+        cmocka_unit_test(scorer_observe_weight_bad_under_daz),
         cmocka_unit_test(scorer_observe_full),
         cmocka_unit_test(scorer_observe_policy_null),
         cmocka_unit_test(scorer_evict_buffer_short),
