@@ -6,11 +6,8 @@
  */
 #include <float.h>
 
+#include "policy_internal.h"
 #include "pyramidkv/pyramidkv.h"
-
-/* A weight is acceptable if it is finite and not negative; -0.0 passes, as
- * it does in pb_kvcache_observe. NaN fails both comparisons. */
-static int weight_ok(float w) { return w >= 0.0f && w <= FLT_MAX; }
 
 static double group_sum(const float *attn, size_t heads, size_t head_stride,
                         size_t i) {
@@ -33,9 +30,9 @@ PB_API pb_status pb_kvcache_head_reduce(const float *attn, size_t heads,
      * in-place form would otherwise already have overwritten head 0). */
     for (size_t h = 0; h < heads; ++h) {
         const float *row = attn + h * head_stride;
-        int ok = 1;
-        for (size_t i = 0; i < n; ++i) ok &= weight_ok(row[i]);
-        if (!ok) return PB_ERR_WEIGHT;
+        uint32_t bad = 0u; /* -0.0 passes, as in pb_kvcache_observe */
+        for (size_t i = 0; i < n; ++i) bad |= pb__weight_bad(row[i]);
+        if (bad) return PB_ERR_WEIGHT;
     }
     if (mode == (uint32_t)PB_HEAD_REDUCE_SUM) {
         for (size_t i = 0; i < n; ++i)

@@ -29,6 +29,7 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pyramidkv/pyramidkv.h"
 
@@ -53,6 +54,23 @@
 #else
 #define PB__ALWAYS_INLINE static inline
 #endif
+
+/* Nonzero where the bit pattern b of an attention weight makes it invalid
+ * (docs/spec.md §1, item 2): above the largest finite positive float (+inf,
+ * NaN, or the sign bit set), -0.0 excepted. Read from the bits, so no
+ * floating-point environment changes it (x86's denormals-are-zero mode
+ * reads a negative subnormal as -0.0), and loops over it vectorise. */
+PB__ALWAYS_INLINE uint32_t pb__weight_bad_bits(uint32_t b) {
+    return (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
+           (uint32_t)(b != UINT32_C(0x80000000));
+}
+
+/* pb__weight_bad_bits of a weight. */
+PB__ALWAYS_INLINE uint32_t pb__weight_bad(float w) {
+    uint32_t b;
+    memcpy(&b, &w, sizeof b);
+    return pb__weight_bad_bits(b);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Resolved configuration                                                   */

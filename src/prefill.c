@@ -98,18 +98,9 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
 /* ------------------------------------------------------------------------ */
 /* One pass over the rows                                                   */
 
-/* Nonzero if a weight is NaN, infinite or negative (-0.0 is allowed), from
- * its bits so that the loop stays branch-free and vectorises. */
-static inline uint32_t weight_bad(float w) {
-    uint32_t b;
-    memcpy(&b, &w, sizeof b);
-    return (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
-           (uint32_t)(b != UINT32_C(0x80000000));
-}
-
 static uint32_t check_only(const float *row, size_t from, size_t to) {
     uint32_t bad = 0u;
-    for (size_t i = from; i < to; ++i) bad |= weight_bad(row[i]);
+    for (size_t i = from; i < to; ++i) bad |= pb__weight_bad(row[i]);
     return bad;
 }
 

@@ -16,12 +16,12 @@
  * log2 (entropy) and exp2 (support) only; the derivations read the mass
  * curve, quantised, and never those.
  */
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "allocator.h"
+#include "policy_internal.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define PROFILE_ALIGN ((uint64_t)64)
@@ -183,7 +183,7 @@ PB_API pb_status pb_profile_add_row(pb_profile *profile, uint32_t layer,
     int ok = 1;
     for (size_t i = 0; i < len; ++i) {
         const float w = row[i];
-        ok &= (w >= 0.0f && w <= FLT_MAX);
+        ok &= !pb__weight_bad(w);
         if (ok) sum += (double)w;
     }
     if (!ok || !(sum > 0.0)) return PB_ERR_WEIGHT;

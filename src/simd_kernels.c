@@ -173,13 +173,6 @@ PB__INLINE unsigned quantise_add_body(const float *restrict src,
     return big != 0u;
 }
 
-/* 1 where the bit pattern b of a weight is bad: above the largest finite
- * positive float (+inf, NaN or negative), -0.0 excepted. */
-PB__INLINE uint32_t bad_bits(uint32_t b) {
-    return (uint32_t)(b > UINT32_C(0x7F7FFFFF)) &
-           (uint32_t)(b != UINT32_C(0x80000000));
-}
-
 PB__INLINE unsigned weight_flags_body(const float *w, size_t n,
                                       uint32_t limit) {
     uint32_t bad = 0u, big = 0u;
@@ -189,14 +182,14 @@ PB__INLINE unsigned weight_flags_body(const float *w, size_t n,
         for (size_t i = 0; i < n; ++i) {
             uint32_t b;
             memcpy(&b, w + i, sizeof b);
-            bad |= bad_bits(b);
+            bad |= pb__weight_bad_bits(b);
         }
         return bad ? PB__WEIGHT_BAD : 0u;
     }
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
-        bad |= bad_bits(b);
+        bad |= pb__weight_bad_bits(b);
         big |= (uint32_t)((b & UINT32_C(0x7FFFFFFF)) >= limit);
     }
     return (bad ? PB__WEIGHT_BAD : 0u) | (big ? PB__WEIGHT_BIG : 0u);
@@ -264,15 +257,31 @@ PB__INLINE uint64_t least_bits_body(const double *x, size_t n) {
     return (uint64_t)m;
 }
 
+/* The first j < n with x[j] <= t, or n, a chunk at a time as
+ * first_below_body. */
+PB__INLINE size_t first_at_most_body(const double *x, size_t n, double t) {
+    size_t j = 0;
+    for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
+        size_t hits = 0;
+        for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
+            hits += (size_t)(x[j + k] <= t);
+        if (hits != 0u) break;
+    }
+    for (; j < n; ++j)
+        if (x[j] <= t) return j;
+    return n;
+}
+
 /* least_bits_body and, when at is not NULL, the first index holding it
- * (*at): the first value below the double just above the least. */
+ * (*at): the first value at most the least. (Not below the double just
+ * above it: when the least is 0 that double is subnormal, which x86's
+ * denormals-are-zero mode, if the caller set it, reads as 0.) */
 PB__INLINE uint64_t least_first_body(const double *x, size_t n, size_t *at) {
     const uint64_t m = least_bits_body(x, n);
     if (at != NULL) {
-        double above;
-        const uint64_t next = m + 1u;
-        memcpy(&above, &next, sizeof above);
-        *at = first_below_body(x, n, above);
+        double least;
+        memcpy(&least, &m, sizeof least);
+        *at = first_at_most_body(x, n, least);
     }
     return m;
 }
@@ -326,7 +335,7 @@ PB__INLINE uint32_t record_run(uint32_t *restrict x, const float *restrict w,
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
-        bad |= bad_bits(b);
+        bad |= pb__weight_bad_bits(b);
         b &= UINT32_C(0x7FFFFFFF);
         x[i] = b;
         m = b < m ? b : m;
@@ -364,7 +373,7 @@ PB__INLINE void votes_body(uint32_t *restrict x, const float *restrict w,
     for (size_t i = 0; i < n; ++i) {
         uint32_t b;
         memcpy(&b, w + i, sizeof b);
-        wrong |= bad_bits(b);
+        wrong |= pb__weight_bad_bits(b);
         x[i] += (uint32_t)(w[i] > bar) & (uint32_t)(x[i] != UINT32_MAX);
     }
     *bad |= wrong != 0u ? PB__WEIGHT_BAD : 0u;
@@ -424,9 +433,15 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
         bits[j / 64u] = word;
     }
     if (j < n) {
+        /* The patterns here too: t may be the double just above +0, a
+         * subnormal, which a floating-point compare under x86's
+         * denormals-are-zero mode would read as 0. */
         uint64_t word = 0u;
-        for (size_t k = 0; j + k < n; ++k)
-            word |= (uint64_t)(x[j + k] < t) << k;
+        for (size_t k = 0; j + k < n; ++k) {
+            uint64_t b;
+            memcpy(&b, x + j + k, sizeof b);
+            word |= ((b - tb) >> 63) << k;
+        }
         bits[j / 64u] = word;
     }
 }

@@ -127,13 +127,24 @@ void ref_reset(ref_policy *r) {
     clear_at(r, 0);
 }
 
+/* Valid (docs/spec.md §1, item 2): finite and not negative, -0.0 valid;
+ * read from the bit pattern, as a float compare may not (x86's
+ * denormals-are-zero mode reads a negative subnormal as -0.0). */
+static int weight_valid(float w) {
+    uint32_t b;
+    memcpy(&b, &w, sizeof b);
+    const int finite = (b & 0x7F800000u) != 0x7F800000u;
+    const int negative = (b >> 31) != 0u && b != 0x80000000u;
+    return finite && !negative;
+}
+
 pb_status ref_observe(ref_policy *r, uint32_t pos, const float *attn,
                       size_t attn_len) {
     if (r->kept > 0 && pos <= r->pos[r->kept - 1]) return PB_ERR_POSITION;
     if (attn != NULL) {
         if (attn_len != r->kept) return PB_ERR_LENGTH;
         for (size_t i = 0; i < attn_len; ++i)
-            if (!isfinite(attn[i]) || attn[i] < 0.0f) return PB_ERR_WEIGHT;
+            if (!weight_valid(attn[i])) return PB_ERR_WEIGHT;
     }
     if (r->kept >= r->capacity) return PB_ERR_FULL;
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "counting_allocator.h"
+#include "fp_env.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define CANARY 0xC0FFEE11u
@@ -292,6 +293,20 @@ static void add_row_bad_weights(void **state) {
     }
 }
 
+/* The same with x86's flush-to-zero and denormals-are-zero bits set
+ * (tests/fp_env.h): -FLT_MIN and -FLT_TRUE_MIN, which DAZ would read as
+ * -0.0, are still refused. */
+static void add_row_bad_weights_under_daz(void **state) {
+#if PBT_HAVE_DAZ
+    const unsigned csr = pbt_daz_begin();
+    add_row_bad_weights(state);
+    pbt_daz_end(csr);
+#else
+    (void)state;
+    skip(); /* no such bits on this architecture */
+#endif
+}
+
 static void add_row_all_zero(void **state) {
     fx *f = (fx *)*state;
     for (size_t i = 0; i < MAXLEN; ++i) f->row[i] = 0.0f;
@@ -493,6 +508,7 @@ int main(void) {
         FX(add_row_length_zero),
         FX(add_row_length_over_max),
         FX(add_row_bad_weights),
+        FX(add_row_bad_weights_under_daz),
         FX(add_row_all_zero),
         FX(add_row_edges_accepted),
         FX(layer_rows_bad),

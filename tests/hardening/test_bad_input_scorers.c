@@ -23,11 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SSE2__) || defined(_M_X64)
-#include <xmmintrin.h>
-#endif
-
 #include "counting_allocator.h"
+#include "fp_env.h"
 #include "hardening_state.h"
 #include "pyramidkv/pyramidkv.h"
 
@@ -241,11 +238,10 @@ static void scorer_observe_weight_bad(void **state) {
  * every scorer and in every kernel variant the machine runs. */
 static void scorer_observe_weight_bad_under_daz(void **state) {
     (void)state;
-#if defined(__SSE2__) || defined(_M_X64)
-    const unsigned csr = _mm_getcsr();
-    _mm_setcsr(csr | 0x8040u); /* FTZ | DAZ */
+#if PBT_HAVE_DAZ
+    const unsigned csr = pbt_daz_begin();
     every_instance(body_observe_weight_bad, 0);
-    _mm_setcsr(csr);
+    pbt_daz_end(csr);
 #else
     skip(); /* no such bits on this architecture */
 #endif
