@@ -115,7 +115,7 @@ void ref_destroy(ref_policy *r) {
 static void clear_at(ref_policy *r, size_t i) {
     memset(ring_of(r, i), 0, r->params.obs_window * sizeof(float));
     r->cum[i] = 0.0;
-    r->last[i] = 0.0;
+    r->last[i] = 0.0f;
     r->observed[i] = 0;
     r->votes[i] = 0;
 }
@@ -127,12 +127,17 @@ void ref_reset(ref_policy *r) {
     clear_at(r, 0);
 }
 
+static uint32_t bits_of(float w) {
+    uint32_t b;
+    memcpy(&b, &w, sizeof b);
+    return b;
+}
+
 /* Valid (docs/spec.md §1, item 2): finite and not negative, -0.0 valid;
  * read from the bit pattern, as a float compare may not (x86's
  * denormals-are-zero mode reads a negative subnormal as -0.0). */
 static int weight_valid(float w) {
-    uint32_t b;
-    memcpy(&b, &w, sizeof b);
+    const uint32_t b = bits_of(w);
     const int finite = (b & 0x7F800000u) != 0x7F800000u;
     const int negative = (b >> 31) != 0u && b != 0x80000000u;
     return finite && !negative;
@@ -155,8 +160,10 @@ pb_status ref_observe(ref_policy *r, uint32_t pos, const float *attn,
         r->slot = (r->slot + 1u) % r->params.obs_window;
         for (size_t i = 0; i < r->kept; ++i) r->cum[i] += (double)attn[i];
         for (size_t i = 0; i < r->kept; ++i) {
-            /* -0.0 is recorded as the 0.0 it equals. */
-            r->last[i] = attn[i] == 0.0f ? 0.0 : (double)attn[i];
+            /* -0.0 is recorded as the 0.0 it equals (told by its bits: a
+             * float compare under x86's denormals-are-zero mode would take
+             * a subnormal for 0 too). */
+            r->last[i] = bits_of(attn[i]) == 0x80000000u ? 0.0f : attn[i];
             r->observed[i] = 1;
         }
         if (attn_len > 0) {
@@ -199,7 +206,9 @@ pb_status ref_score(const ref_policy *r, uint32_t pos, double *score) {
     switch (r->scorer) {
     case PB_SCORER_WINDOW: *score = window_score_at(r, i); break;
     case PB_SCORER_CUMULATIVE: *score = r->cum[i]; break;
-    case PB_SCORER_LAST: *score = r->observed[i] ? r->last[i] : -1.0; break;
+    case PB_SCORER_LAST:
+        *score = r->observed[i] ? (double)r->last[i] : -1.0;
+        break;
     case PB_SCORER_VOTES: *score = (double)r->votes[i]; break;
     default: *score = 0.0; break;
     }
@@ -267,7 +276,12 @@ pb_status ref_evict(ref_policy *r, uint32_t budget, uint32_t *victims,
         switch (r->scorer) {
         case PB_SCORER_WINDOW: break;
         case PB_SCORER_CUMULATIVE: r->pooled[i] = r->cum[i]; break;
-        case PB_SCORER_LAST: r->pooled[i] = r->last[i]; break;
+        case PB_SCORER_LAST:
+            /* The record's bit pattern, which orders as its value does
+             * (records are >= +0) and, unlike a conversion, the same in
+             * any floating-point environment, as the library ranks. */
+            r->pooled[i] = (double)bits_of(r->last[i]);
+            break;
         case PB_SCORER_VOTES: r->pooled[i] = (double)r->votes[i]; break;
         default: r->pooled[i] = 0.0; break;
         }

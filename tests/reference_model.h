@@ -34,7 +34,8 @@ typedef struct ref_policy {
     double *pooled;     /* [capacity] pooled scores during evict */
     unsigned char *gone;/* [capacity] victim flags during evict */
     double *cum;        /* [capacity] cumulative: attention since admission */
-    double *last;       /* [capacity] last: the latest observed weight */
+    float *last;        /* [capacity] last: the latest observed weight
+                           (-0.0 recorded as +0.0) */
     unsigned char *observed; /* [capacity] last: observed by some step */
     uint32_t *votes;    /* [capacity] votes */
 } ref_policy;
