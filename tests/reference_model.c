@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp_env.h"
+
 #define REF_MAX_CAPACITY ((size_t)1 << 26)
 
 static float *ring_of(const ref_policy *r, size_t i) {
@@ -133,23 +135,13 @@ static uint32_t bits_of(float w) {
     return b;
 }
 
-/* Valid (docs/spec.md §1, item 2): finite and not negative, -0.0 valid;
- * read from the bit pattern, as a float compare may not (x86's
- * denormals-are-zero mode reads a negative subnormal as -0.0). */
-static int weight_valid(float w) {
-    const uint32_t b = bits_of(w);
-    const int finite = (b & 0x7F800000u) != 0x7F800000u;
-    const int negative = (b >> 31) != 0u && b != 0x80000000u;
-    return finite && !negative;
-}
-
 pb_status ref_observe(ref_policy *r, uint32_t pos, const float *attn,
                       size_t attn_len) {
     if (r->kept > 0 && pos <= r->pos[r->kept - 1]) return PB_ERR_POSITION;
     if (attn != NULL) {
         if (attn_len != r->kept) return PB_ERR_LENGTH;
         for (size_t i = 0; i < attn_len; ++i)
-            if (!weight_valid(attn[i])) return PB_ERR_WEIGHT;
+            if (!pbt_weight_valid(attn[i])) return PB_ERR_WEIGHT;
     }
     if (r->kept >= r->capacity) return PB_ERR_FULL;
 

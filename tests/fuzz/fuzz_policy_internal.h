@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "counting_allocator.h"
+#include "fp_env.h"
 #include "prefill_reference.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"

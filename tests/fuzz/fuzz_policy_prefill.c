@@ -119,7 +119,7 @@ void fz_op_prefill(fz_ctx *c) {
     }
     int bad = 0;
     for (size_t i = 0; i < cells; ++i)
-        if (!(attn[i] >= 0.0f && attn[i] <= FLT_MAX)) bad = 1;
+        if (!pbt_weight_valid(attn[i])) bad = 1;
     if (cells > 0u && fz_rd_u8(&c->rd) % 8u == 0u) {
         attn[fz_rd_u8(&c->rd) % cells] = fz_bad_weight(&c->rd);
         bad = 1;

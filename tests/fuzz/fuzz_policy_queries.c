@@ -89,7 +89,7 @@ static void head_reduce(fz_ctx *c) {
         for (size_t i = 0; i < n; ++i) {
             float v = fz_good_weight(&c->rd);
             if (fz_rd_u8(&c->rd) % 32u == 0u) v = fz_bad_weight(&c->rd);
-            if (!(v >= 0.0f && v <= FLT_MAX)) bad = 1;
+            if (!pbt_weight_valid(v)) bad = 1;
             in[h * stride + i] = v;
         }
     for (size_t i = 0; i < 16u; ++i) out[i] = expect[i] = -3.0f;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "counting_allocator.h"
+#include "fp_env.h"
 #include "pyramidkv/pyramidkv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -219,7 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int bad = 0, positive = 0;
             for (uint32_t i = 0; i < len; ++i) {
                 row[i] = (op & 1u) ? weight(&in) : (float)(byte(&in) & 7u);
-                if (!(row[i] >= 0.0f && row[i] <= 3.4028235e38f)) bad = 1;
+                if (!pbt_weight_valid(row[i])) bad = 1;
                 if (row[i] > 0.0f) positive = 1;
             }
             pb_status want = PB_OK;
