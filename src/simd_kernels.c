@@ -214,20 +214,21 @@ PB__INLINE void max_of_body(const double *x, const double *y, double *out,
     }
 }
 
-/* The first j < n with x[j] < t, or n: whole chunks are tested with one
- * vectorised compare each, and only the chunk holding a hit is looked at
- * one value at a time. */
+/* The first j < n with x[j] < t (at_most: x[j] <= t), or n: whole chunks
+ * are tested with one vectorised compare each, and only the chunk holding
+ * a hit is looked at one value at a time. */
 #define PB__BELOW_CHUNK 32u
-PB__INLINE size_t first_below_body(const double *x, size_t n, double t) {
+PB__INLINE size_t first_hit_body(const double *x, size_t n, double t,
+                                 int at_most) {
     size_t j = 0;
     for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
         size_t hits = 0; /* a count: the form the compilers vectorise */
         for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
-            hits += (size_t)(x[j + k] < t);
+            hits += (size_t)(at_most ? x[j + k] <= t : x[j + k] < t);
         if (hits != 0u) break;
     }
     for (; j < n; ++j)
-        if (x[j] < t) return j;
+        if (at_most ? x[j] <= t : x[j] < t) return j;
     return n;
 }
 
@@ -257,21 +258,6 @@ PB__INLINE uint64_t least_bits_body(const double *x, size_t n) {
     return (uint64_t)m;
 }
 
-/* The first j < n with x[j] <= t, or n, a chunk at a time as
- * first_below_body. */
-PB__INLINE size_t first_at_most_body(const double *x, size_t n, double t) {
-    size_t j = 0;
-    for (; j + PB__BELOW_CHUNK <= n; j += PB__BELOW_CHUNK) {
-        size_t hits = 0;
-        for (size_t k = 0; k < PB__BELOW_CHUNK; ++k)
-            hits += (size_t)(x[j + k] <= t);
-        if (hits != 0u) break;
-    }
-    for (; j < n; ++j)
-        if (x[j] <= t) return j;
-    return n;
-}
-
 /* least_bits_body and, when at is not NULL, the first index holding it
  * (*at): the first value at most the least. (Not below the double just
  * above it: when the least is 0 that double is subnormal, which x86's
@@ -281,7 +267,7 @@ PB__INLINE uint64_t least_first_body(const double *x, size_t n, size_t *at) {
     if (at != NULL) {
         double least;
         memcpy(&least, &m, sizeof least);
-        *at = first_at_most_body(x, n, least);
+        *at = first_hit_body(x, n, least, 1);
     }
     return m;
 }
@@ -293,7 +279,7 @@ PB__INLINE uint32_t least_u32_body(const uint32_t *x, size_t n) {
 }
 
 /* The first j < n with x[j] <= t, or n, a chunk at a time as
- * first_below_body. */
+ * first_hit_body. */
 PB__INLINE size_t first_at_most_u32_body(const uint32_t *x, size_t n,
                                          uint32_t t) {
     size_t j = 0;
@@ -489,7 +475,7 @@ PB__INLINE void below_bits_body(const double *x, size_t n, double t,
     }                                                                         \
     attr static size_t first_below_##suffix(const double *x, size_t n,        \
                                             double t) {                       \
-        return first_below_body(x, n, t);                                     \
+        return first_hit_body(x, n, t, 0);                                    \
     }                                                                         \
     attr static uint64_t least_bits_##suffix(const double *x, size_t n,       \
                                              size_t *at) {                    \
