@@ -38,8 +38,22 @@ static inline unsigned pbt_daz_begin(void) {
 }
 
 static inline void pbt_daz_end(unsigned csr) { _mm_setcsr(csr); }
+
+/* For a cmocka test: runs test(state) with both bits set, or skips where
+ * there are none. */
+#define PBT_RUN_UNDER_DAZ(test, state)                                       \
+    do {                                                                     \
+        const unsigned csr_ = pbt_daz_begin();                               \
+        test(state);                                                         \
+        pbt_daz_end(csr_);                                                   \
+    } while (0)
 #else
 #define PBT_HAVE_DAZ 0
+#define PBT_RUN_UNDER_DAZ(test, state)                                       \
+    do {                                                                     \
+        (void)(state);                                                       \
+        skip(); /* no such bits on this architecture */                     \
+    } while (0)
 #endif
 
 #endif /* PB_TESTS_FP_ENV_H */

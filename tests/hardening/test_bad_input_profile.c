@@ -297,14 +297,7 @@ static void add_row_bad_weights(void **state) {
  * (tests/fp_env.h): -FLT_MIN and -FLT_TRUE_MIN, which DAZ would read as
  * -0.0, are still refused. */
 static void add_row_bad_weights_under_daz(void **state) {
-#if PBT_HAVE_DAZ
-    const unsigned csr = pbt_daz_begin();
-    add_row_bad_weights(state);
-    pbt_daz_end(csr);
-#else
-    (void)state;
-    skip(); /* no such bits on this architecture */
-#endif
+    PBT_RUN_UNDER_DAZ(add_row_bad_weights, state);
 }
 
 static void add_row_all_zero(void **state) {

@@ -237,14 +237,7 @@ static void scorer_observe_weight_bad(void **state) {
  * negative subnormal (which DAZ would read as -0.0) is still refused, by
  * every scorer and in every kernel variant the machine runs. */
 static void scorer_observe_weight_bad_under_daz(void **state) {
-    (void)state;
-#if PBT_HAVE_DAZ
-    const unsigned csr = pbt_daz_begin();
-    every_instance(body_observe_weight_bad, 0);
-    pbt_daz_end(csr);
-#else
-    skip(); /* no such bits on this architecture */
-#endif
+    PBT_RUN_UNDER_DAZ(scorer_observe_weight_bad, state);
 }
 static void scorer_observe_full(void **state) {
     (void)state;

@@ -142,14 +142,7 @@ static void refused_inputs_write_nothing(void **state) {
  * set (tests/fp_env.h): a negative subnormal, which DAZ would read as
  * -0.0, is still refused. */
 static void refused_inputs_under_daz(void **state) {
-#if PBT_HAVE_DAZ
-    const unsigned csr = pbt_daz_begin();
-    refused_inputs_write_nothing(state);
-    pbt_daz_end(csr);
-#else
-    (void)state;
-    skip(); /* no such bits on this architecture */
-#endif
+    PBT_RUN_UNDER_DAZ(refused_inputs_write_nothing, state);
 }
 
 int main(void) {
