@@ -6,7 +6,9 @@
  *
  * It owns no benchmark itself and is not part of the library; the library is
  * used only through <pyramidkv/pyramidkv.h>, the reference model only
- * through tests/reference_model.h.
+ * through tests/reference_model.h. Everything here but bench_print_header
+ * (bench_header.c) is in bench_common.c, which calls nothing of the
+ * library.
  */
 #ifndef PB_BENCH_COMMON_H
 #define PB_BENCH_COMMON_H
@@ -56,6 +58,10 @@ int bench_parse_common(int *argc, char **argv, unsigned default_reps,
 /* Parses a decimal uint32 in [lo, hi]; returns 0 on success. */
 int bench_parse_u32(const char *text, uint32_t lo, uint32_t hi,
                     uint32_t *out);
+
+/* Prints the machine line (CPU model, online CPUs) and the compiler line
+ * (__VERSION__). */
+void bench_print_machine(FILE *out);
 
 /* Prints the banner: benchmark name, the machine line (CPU model, online
  * CPUs), the compiler line (__VERSION__, build type and C flags of this

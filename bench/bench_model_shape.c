@@ -13,12 +13,12 @@
  * of each instance's weights for the token into a per-instance buffer, with
  * the same lengths as the policy run. The ratio policy / floor is reported.
  *
- * Attention is pre-generated outside the timed region: each instance has
- * POOL_ROWS rows of weights; token k uses row k mod POOL_ROWS, cut to the
- * held count. The library's victims are logged during the timed runs and,
- * afterwards, every instance is replayed through the reference model
- * (tests/reference_model.c) with the same calls; any different victim is an
- * error exit.
+ * Attention is pre-generated outside the timed region (bench_shape.c):
+ * each instance has POOL_ROWS rows of weights; token k uses row k mod
+ * POOL_ROWS, cut to the held count. The library's victims are logged
+ * during the timed runs and, afterwards, every instance is replayed through
+ * the reference model (tests/reference_model.c) with the same calls; any
+ * different victim is an error exit.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -27,12 +27,13 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_shape.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 
 static const char *const NAME = "bench_model_shape";
 
-#define POOL_ROWS 16u
+#define POOL_ROWS BENCH_SHAPE_ROWS
 #define MAX_CADENCES 8
 
 typedef struct shape_config {
@@ -82,26 +83,6 @@ static const float *row_of(const shape_instance *in, uint64_t k) {
     return in->pool + (size_t)(k % POOL_ROWS) * in->rowcap;
 }
 
-/* Weights of one pool row: a heavy-tailed noise, four attention sinks and
- * a few strong positions, normalised over the whole row. */
-static void fill_pool(shape_instance *in, uint64_t seed) {
-    for (unsigned r = 0; r < POOL_ROWS; ++r) {
-        float *row = in->pool + (size_t)r * in->rowcap;
-        bench_rng rng = {bench_hash3(seed, in->layer, r)};
-        double sum = 0.0;
-        for (uint32_t i = 0; i < in->rowcap; ++i) {
-            const double u = bench_rng_unit(&rng);
-            double w = u * u * u;
-            if (i < 4u) w += 4.0;
-            if (u > 0.995) w += 2.0;
-            row[i] = (float)w;
-            sum += w;
-        }
-        for (uint32_t i = 0; i < in->rowcap; ++i)
-            row[i] = (float)((double)row[i] / sum);
-    }
-}
-
 static void state_free(shape_state *s) {
     if (s->inst == NULL) return;
     for (size_t i = 0; i < s->n; ++i) {
@@ -134,7 +115,8 @@ static int state_init(shape_state *s, uint64_t seed) {
             state_free(s);
             return bench_fail(NAME, "out of memory for the attention pool");
         }
-        fill_pool(in, seed ^ (uint64_t)(i % cfg->heads) << 32);
+        bench_shape_fill(in->pool, in->rowcap,
+                         seed ^ (uint64_t)(i % cfg->heads) << 32, in->layer);
     }
     return 0;
 }
