@@ -102,8 +102,9 @@ static const char *const HELP =
     "Blocks run A B A B ...; each A block and the B block after it are a\n"
     "pair. Prints the median of the pairs' ratios B / A (thread CPU time)\n"
     "with its quartiles and each build's median us per token; run it both\n"
-    "ways round (B.so A.so) too. Exit status: 0 success, 1 a failed call or different victims,\n"
-    "2 a usage error or a library that cannot be loaded.\n";
+    "ways round (B.so A.so) too.\n"
+    "Exit status: 0 success, 1 a failed call or different victims, 2 a\n"
+    "usage error or a library that cannot be loaded.\n";
 
 /* dlsym into a function pointer (POSIX guarantees the sizes agree). */
 static int symbol(build *b, const char *name, void *fn, size_t size) {
