@@ -33,6 +33,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,7 @@ typedef struct build {
 
 /* What both builds share: the shape, the weights, the logs' sizes. */
 typedef struct pair_config {
-    uint32_t layers, heads, budget, ratio, cadence, tokens, scorer;
+    uint32_t layers, heads, budget, ratio, cadence, tokens, scorer, sinks;
     size_t n;         /* instances */
     uint32_t *share;  /* [n] */
     uint32_t *rowcap; /* [n] */
@@ -83,7 +84,8 @@ typedef struct side {
 static const char *const HELP =
     "usage: bench_pair [--quick] [--reps N] [--tokens T] [--cadence C]\n"
     "                  [--layers L] [--heads H] [--budget B] [--ratio R]\n"
-    "                  [--scorer window|cumulative|last|votes|none] A.so B.so\n"
+    "                  [--scorer window|cumulative|last|votes|none]\n"
+    "                  [--sinks S] A.so B.so\n"
     "Times two shared builds of libpyramidkv in turns in one process over\n"
     "bench_model_shape's instances and weights, and checks that they choose\n"
     "the same victims.\n"
@@ -96,6 +98,7 @@ static const char *const HELP =
     "               the shape (default 32 x 8 instances, budget 2048,\n"
     "               ratio 4, as bench_model_shape)\n"
     "  --scorer S   the instances' scorer (default window)\n"
+    "  --sinks S    attention sinks, positions never evicted (default 0)\n"
     "  --quick      a tiny run (4 x 2 instances, budget 256, one pair of\n"
     "               blocks of 32 tokens): victims compared, figures of no\n"
     "               weight\n"
@@ -203,6 +206,7 @@ static int side_init(side *s, const build *b, const pair_config *c) {
         k.pyramid_ratio = c->ratio;
         k.capacity = c->cadence > 1u ? c->share[i] + c->cadence : 0u;
         k.scorer = c->scorer;
+        k.sinks = c->sinks;
         if (b->create(&k, NULL, &s->inst[i]) != PB_OK)
             return bench_fail(NAME, "%s: create failed (layer %u)", b->path,
                               (unsigned)k.layer);
@@ -280,6 +284,24 @@ static int usage_error(const char *what, const char *arg) {
     return 2;
 }
 
+/* The numeric flags: where each goes and the values it takes. */
+typedef struct count_flag {
+    const char *name;
+    size_t offset; /* of its uint32_t in pair_config */
+    uint32_t lo, hi;
+} count_flag;
+
+static const count_flag COUNT_FLAGS[] = {
+    {"--tokens", offsetof(pair_config, tokens), 1u, 1u << 24},
+    {"--cadence", offsetof(pair_config, cadence), 1u, 4096u},
+    {"--layers", offsetof(pair_config, layers), 1u, 1u << 24},
+    {"--heads", offsetof(pair_config, heads), 1u, 1u << 24},
+    {"--budget", offsetof(pair_config, budget), 33u, 1u << 24},
+    {"--ratio", offsetof(pair_config, ratio), 1u, 1u << 24},
+    {"--sinks", offsetof(pair_config, sinks), 0u, 1u << 24},
+};
+#define N_COUNT_FLAGS (sizeof COUNT_FLAGS / sizeof COUNT_FLAGS[0])
+
 static int parse(int argc, char **argv, pair_config *c, const char **paths) {
     size_t n_paths = 0;
     for (int i = 1; i < argc; ++i) {
@@ -300,25 +322,20 @@ static int parse(int argc, char **argv, pair_config *c, const char **paths) {
             c->scorer = (uint32_t)s;
             continue;
         }
-        uint32_t *to = strcmp(f, "--tokens") == 0    ? &c->tokens
-                       : strcmp(f, "--cadence") == 0 ? &c->cadence
-                       : strcmp(f, "--layers") == 0  ? &c->layers
-                       : strcmp(f, "--heads") == 0   ? &c->heads
-                       : strcmp(f, "--budget") == 0  ? &c->budget
-                       : strcmp(f, "--ratio") == 0   ? &c->ratio
-                                                     : NULL;
-        const uint32_t lo = to == &c->budget ? 33u : 1u;
-        const uint32_t hi = to == &c->cadence ? 4096u : 1u << 24;
-        if (to == NULL) return usage_error("unknown flag", f);
-        if (bench_parse_u32(v, lo, hi, to))
-            return usage_error(to == &c->budget ? "--budget takes 33 .. "
-                                                  "16777216, not"
-                               : to == &c->cadence
-                                   ? "--cadence takes 1 .. 4096, not"
-                                   : "a count 1 .. 16777216 expected, not",
-                               v);
+        size_t k = 0;
+        while (k < N_COUNT_FLAGS && strcmp(f, COUNT_FLAGS[k].name) != 0) ++k;
+        if (k == N_COUNT_FLAGS) return usage_error("unknown flag", f);
+        const count_flag *cf = &COUNT_FLAGS[k];
+        uint32_t value = 0;
+        if (bench_parse_u32(v, cf->lo, cf->hi, &value)) {
+            fprintf(stderr, "%s: %s takes %u .. %u, not %s (see --help)\n",
+                    NAME, f, (unsigned)cf->lo, (unsigned)cf->hi, v);
+            return 2;
+        }
+        memcpy((char *)c + cf->offset, &value, sizeof value);
     }
-    if (n_paths != 2) return usage_error("give two builds, A.so and B.so", NULL);
+    if (n_paths != 2)
+        return usage_error("give two builds, A.so and B.so", NULL);
     return 0;
 }
 
@@ -367,12 +384,12 @@ int main(int argc, char **argv) {
         rc = bench_fail(NAME, "out of memory");
     if (rc == 0)
         printf("shape:    %u layers x %u KV heads = %zu instances, budget %u, "
-               "ratio %u, recent 32, obs 16, kernel 7, scorer %s, cadence "
-               "%u\ntiming:   %u warm-up + %zu pairs of blocks of %u tokens, "
+               "ratio %u, recent 32, obs 16, kernel 7, scorer %s, sinks %u, "
+               "cadence %u\ntiming:   %u warm-up + %zu pairs of blocks of %u tokens, "
                "A B A B ...; thread CPU time\n\n",
                (unsigned)c.layers, (unsigned)c.heads, c.n,
                (unsigned)c.budget, (unsigned)c.ratio, SCORERS[c.scorer],
-               (unsigned)c.cadence, opt.warmup, pairs, (unsigned)c.tokens);
+               (unsigned)c.sinks, (unsigned)c.cadence, opt.warmup, pairs, (unsigned)c.tokens);
 
     size_t victims = 0;
     for (size_t p = 0; rc == 0 && p < opt.warmup + pairs; ++p) {
