@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 double bench_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -432,7 +432,7 @@ int main(int argc, char **argv) {
             cfg->max_cadence = cfg->cadences[c];
 
     bench_print_header(stdout, NAME, &s.opt);
-    if (state_init(&s, 11)) return 1;
+    if (state_init(&s, BENCH_SHAPE_SEED)) return 1;
     size_t held = 0;
     for (size_t i = 0; i < s.n; ++i) held += s.inst[i].share;
     printf("shape:    %u layers x %u KV heads = %zu instances, budget %u, "

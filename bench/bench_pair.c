@@ -161,9 +161,10 @@ static int config_init(pair_config *c, const build *a, const build *b) {
         c->pool[i] = bench_alloc((size_t)BENCH_SHAPE_ROWS * c->rowcap[i] *
                                  sizeof(float));
         if (c->pool[i] == NULL) return 1;
-        /* bench_model_shape's weights: its seed, 11. */
+        /* bench_model_shape's weights. */
         bench_shape_fill(c->pool[i], c->rowcap[i],
-                         11u ^ (uint64_t)(i % c->heads) << 32, layer);
+                         BENCH_SHAPE_SEED ^ (uint64_t)(i % c->heads) << 32,
+                         layer);
     }
     c->log_cap = (size_t)c->tokens + c->cadence;
     return 0;

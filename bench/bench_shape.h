@@ -13,6 +13,10 @@
  * k mod BENCH_SHAPE_ROWS, cut to the held count. */
 #define BENCH_SHAPE_ROWS 16u
 
+/* The seed of the model shape's rows: instance i of head h (of any layer)
+ * takes BENCH_SHAPE_SEED ^ (h << 32). */
+#define BENCH_SHAPE_SEED 11u
+
 /* Fills rows[0 .. BENCH_SHAPE_ROWS * rowcap - 1], BENCH_SHAPE_ROWS rows of
  * rowcap floats: in each, a heavy-tailed noise (u^3), four attention sinks
  * (+4 before normalising) and a few strong positions (+2 where u > 0.995),
