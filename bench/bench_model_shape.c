@@ -80,7 +80,7 @@ static pb_kvcache_config config_of(const shape_config *cfg, uint32_t layer,
 }
 
 static const float *row_of(const shape_instance *in, uint64_t k) {
-    return in->pool + (size_t)(k % POOL_ROWS) * in->rowcap;
+    return bench_shape_row(in->pool, in->rowcap, k);
 }
 
 static void state_free(shape_state *s) {
@@ -96,7 +96,7 @@ static void state_free(shape_state *s) {
 }
 
 /* Allocates the instances' pools, floor buffers and logs (no policies). */
-static int state_init(shape_state *s, uint64_t seed) {
+static int state_init(shape_state *s) {
     const shape_config *cfg = &s->cfg;
     s->n = (size_t)cfg->layers * cfg->heads;
     s->inst = calloc(s->n, sizeof *s->inst);
@@ -106,32 +106,26 @@ static int state_init(shape_state *s, uint64_t seed) {
         in->layer = (uint32_t)(i / cfg->heads);
         const uint32_t share = pb_kvcache_pyramid_budget(
             cfg->budget, in->layer, cfg->layers, cfg->ratio);
-        in->share = share > 32u ? share : 33u; /* max(share, recent + 1) */
-        /* Rows padded to 16 floats so that every row starts 64-aligned. */
-        in->rowcap = (in->share + cfg->max_cadence + 15u) / 16u * 16u;
+        in->share = bench_shape_steady(share);
+        in->rowcap = bench_shape_rowcap(in->share, cfg->max_cadence);
         in->pool = bench_alloc((size_t)POOL_ROWS * in->rowcap * sizeof(float));
         in->dst = bench_alloc((size_t)in->rowcap * sizeof(float));
         if (in->pool == NULL || in->dst == NULL) {
             state_free(s);
             return bench_fail(NAME, "out of memory for the attention pool");
         }
-        bench_shape_fill(in->pool, in->rowcap,
-                         seed ^ (uint64_t)(i % cfg->heads) << 32, in->layer);
+        bench_shape_fill(in->pool, in->rowcap, (uint32_t)(i % cfg->heads),
+                         in->layer);
     }
     return 0;
 }
 
-/* The calls that bring one instance to its share: positions 1 .. share-17
- * without attention, then share-16 .. share-1 with pool rows, so that the
- * whole observation window is populated. The library and the reference get
- * exactly the same calls. */
-#define FILL_OBSERVED 16u
+/* The calls that bring one instance to its share (bench_shape.h); the
+ * library and the reference get exactly the same calls. */
+#define FILL_OBSERVED BENCH_SHAPE_FILL_OBSERVED
 
-static uint64_t first_token_pos(const shape_config *cfg) {
-    /* Above every fill position of every layer. */
-    return (uint64_t)pb_kvcache_pyramid_budget(cfg->budget, 0, cfg->layers,
-                                               cfg->ratio) +
-           1000u;
+static uint64_t first_token_pos(const shape_state *s) {
+    return bench_shape_pos(s->inst[0].share, 0u);
 }
 
 static unsigned fill_library(shape_instance *in) {
@@ -163,7 +157,7 @@ static unsigned fill_reference(ref_policy *r, const shape_instance *in) {
 /* Tokens [k0, k0+count) on every instance through the library. */
 static unsigned run_library(shape_state *s, uint32_t cadence, uint64_t k0,
                             uint64_t count) {
-    const uint64_t pos0 = first_token_pos(&s->cfg);
+    const uint64_t pos0 = first_token_pos(s);
     unsigned bad = 0;
     for (uint64_t k = k0; k < k0 + count; ++k) {
         const uint32_t pos = (uint32_t)(pos0 + k);
@@ -216,7 +210,7 @@ static int verify_instance(const shape_state *s, size_t i, uint32_t cadence,
         return bench_fail(NAME, "reference create: %s", pb_status_str(st));
     uint32_t *vic = malloc(((size_t)cadence + 1u) * sizeof *vic);
     unsigned bad = vic == NULL ? 1u : fill_reference(&r, in);
-    const uint64_t pos0 = first_token_pos(&s->cfg);
+    const uint64_t pos0 = first_token_pos(s);
     size_t at = 0;
     int rc = 0;
     for (uint64_t k = 0; k < total_tokens && !bad && rc == 0; ++k) {
@@ -432,7 +426,7 @@ int main(int argc, char **argv) {
             cfg->max_cadence = cfg->cadences[c];
 
     bench_print_header(stdout, NAME, &s.opt);
-    if (state_init(&s, BENCH_SHAPE_SEED)) return 1;
+    if (state_init(&s)) return 1;
     size_t held = 0;
     for (size_t i = 0; i < s.n; ++i) held += s.inst[i].share;
     printf("shape:    %u layers x %u KV heads = %zu instances, budget %u, "

@@ -138,7 +138,7 @@ static int load(build *b, const char *path) {
 }
 
 static const float *row_of(const pair_config *c, size_t i, uint64_t k) {
-    return c->pool[i] + (size_t)(k % BENCH_SHAPE_ROWS) * c->rowcap[i];
+    return bench_shape_row(c->pool[i], c->rowcap[i], k);
 }
 
 /* The shares (from build A, checked against B), rows and weights. */
@@ -156,14 +156,12 @@ static int config_init(pair_config *c, const build *a, const build *b) {
         if (s != b->pyramid_budget(c->budget, layer, c->layers, c->ratio))
             return bench_fail(NAME, "the builds give layer %u different "
                                     "shares", (unsigned)layer);
-        c->share[i] = s > 32u ? s : 33u; /* max(share, recent + 1) */
-        c->rowcap[i] = (c->share[i] + c->cadence + 15u) / 16u * 16u;
+        c->share[i] = bench_shape_steady(s);
+        c->rowcap[i] = bench_shape_rowcap(c->share[i], c->cadence);
         c->pool[i] = bench_alloc((size_t)BENCH_SHAPE_ROWS * c->rowcap[i] *
                                  sizeof(float));
         if (c->pool[i] == NULL) return 1;
-        /* bench_model_shape's weights. */
-        bench_shape_fill(c->pool[i], c->rowcap[i],
-                         BENCH_SHAPE_SEED ^ (uint64_t)(i % c->heads) << 32,
+        bench_shape_fill(c->pool[i], c->rowcap[i], (uint32_t)(i % c->heads),
                          layer);
     }
     c->log_cap = (size_t)c->tokens + c->cadence;
@@ -187,9 +185,8 @@ static void side_free(side *s, size_t n) {
     free(s->n_log);
 }
 
-/* Creates the build's instances and brings each to its share: positions
- * 1 .. share-17 without attention, the last 16 with rows, as
- * bench_model_shape does. */
+/* Creates the build's instances and brings each to its share with the
+ * calls bench_model_shape makes (bench_shape.h). */
 static int side_init(side *s, const build *b, const pair_config *c) {
     memset(s, 0, sizeof *s);
     s->b = b;
@@ -213,7 +210,8 @@ static int side_init(side *s, const build *b, const pair_config *c) {
                               (unsigned)k.layer);
         uint32_t held = 1;
         for (uint32_t pos = 1; pos < c->share[i]; ++pos, ++held) {
-            const int observed = pos + 16u >= c->share[i];
+            const int observed =
+                pos + BENCH_SHAPE_FILL_OBSERVED >= c->share[i];
             if (b->observe(s->inst[i], pos,
                            observed ? row_of(c, i, pos) : NULL,
                            held) != PB_OK)
@@ -233,9 +231,7 @@ static double run_block(side *s, const pair_config *c) {
     memset(s->n_log, 0, c->n * sizeof *s->n_log);
     const double t0 = bench_cpu_now();
     for (uint32_t t = 0; t < c->tokens; ++t, ++s->next) {
-        /* Above every fill position of every layer, as in
-         * bench_model_shape. */
-        const uint32_t pos = c->share[0] + 1000u + (uint32_t)s->next;
+        const uint32_t pos = (uint32_t)bench_shape_pos(c->share[0], s->next);
         for (size_t i = 0; i < c->n; ++i) {
             bad |= (unsigned)b->observe(s->inst[i], pos,
                                         row_of(c, i, s->next), s->held[i]);

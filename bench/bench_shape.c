@@ -6,8 +6,12 @@
 
 #include "bench_common.h"
 
-void bench_shape_fill(float *rows, uint32_t rowcap, uint64_t seed,
+/* The seed of every pool: head h takes SEED ^ (h << 32). */
+#define SEED UINT64_C(11)
+
+void bench_shape_fill(float *rows, uint32_t rowcap, uint32_t head,
                       uint32_t layer) {
+    const uint64_t seed = SEED ^ (uint64_t)head << 32;
     for (unsigned r = 0; r < BENCH_SHAPE_ROWS; ++r) {
         float *row = rows + (size_t)r * rowcap;
         bench_rng rng = {bench_hash3(seed, layer, r)};
