@@ -411,7 +411,7 @@ int main(int argc, char **argv) {
         const bench_stats sb = bench_stats_of(us[1], pairs);
         printf("B / A     %.3f [quartiles %.3f - %.3f] over %zu pairs\n",
                r[1], r[0], r[2], pairs);
-        printf("us/token  A %.1f [%.1f - %.1f] | B %.1f [%.1f - %.1f] "
+        printf("us/token  A %.4g [%.4g - %.4g] | B %.4g [%.4g - %.4g] "
                "(medians [min - max])\n"
                "victims   identical in both builds (%zu)\n",
                sa.median, sa.min, sa.max, sb.median, sb.min, sb.max, victims);
