@@ -8,6 +8,10 @@
  *     first score at most a bound, the updates that find the least score
  *     on the way, and the weight check without a quantising limit)
  *     against naive versions, bit for bit;
+ *   - the weight check of every variant, with and without a quantising
+ *     limit and with and without FTZ/DAZ, on a weight of every class of
+ *     bit pattern at every place of rows of 1 to 48 weights (the AVX-512
+ *     variant screens rows by class before the common check);
  *   - the vote against the fair share 1/n decided on the floats themselves
  *     is the comparison in double of docs/spec.md §13.2, on the floats
  *     next to 1/n for many n;
@@ -410,9 +414,72 @@ static void scorers_agree_rotating_kernels(void **state) {
     assert_true(least_used > one_victim_evicts / 4u);
 }
 
+/* One float of each class a classifier may tell apart, and the edges
+ * between them: sign x exponent {0, 1, the limit's, the ones around it,
+ * 0xFE, 0xFF} x fraction {0, 1, the quiet bit alone, the quiet bit - 1,
+ * all ones}. */
+static size_t class_patterns(uint32_t *out) {
+    static const uint32_t exps[] = {0x00u, 0x01u, 0x7Fu, 0x82u,
+                                    0x83u, 0x84u, 0xFEu, 0xFFu};
+    static const uint32_t fracs[] = {0x000000u, 0x000001u, 0x400000u,
+                                     0x3FFFFFu, 0x7FFFFFu};
+    size_t n = 0;
+    for (uint32_t sign = 0; sign < 2u; ++sign)
+        for (size_t e = 0; e < sizeof exps / sizeof *exps; ++e)
+            for (size_t f = 0; f < sizeof fracs / sizeof *fracs; ++f)
+                out[n++] = sign << 31 | exps[e] << 23 | fracs[f];
+    return n;
+}
+
+/* The weight check by definition: PB__WEIGHT_BAD for a bad weight,
+ * PB__WEIGHT_BIG for one whose magnitude's pattern is at or above limit. */
+static unsigned flags_naive(const float *w, size_t n, uint32_t limit) {
+    unsigned f = 0u;
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = fbits_of(w[i]);
+        if (!pbt_weight_valid(w[i])) f |= PB__WEIGHT_BAD;
+        if ((b & UINT32_C(0x7FFFFFFF)) >= limit) f |= PB__WEIGHT_BIG;
+    }
+    return f;
+}
+
+static void weight_check_every_class(void **state) {
+    (void)state;
+    const pb__kernels *all[4];
+    const size_t nk = pb__kernels_available(all, 4);
+    uint32_t pat[160];
+    const size_t np = class_patterns(pat);
+    /* No limit (the scorers here), the window scorer's 16.0f, and the
+     * patterns of 1.0f and of infinity. */
+    static const uint32_t limits[] = {UINT32_MAX, 0x41800000u, 0x3F800000u,
+                                      0x7F800000u};
+    float w[48];
+    for (size_t n = 1; n <= 48; ++n)
+        for (size_t at = 0; at < n; ++at)
+            for (size_t p = 0; p < np; ++p) {
+                /* Valid weights around it, a -0.0 in some rows. */
+                for (size_t i = 0; i < n; ++i)
+                    w[i] = (float)(i + 1u) * 0x1p-7f;
+                if (p % 3u == 0u) w[(at + 1u) % n] = -0.0f;
+                memcpy(&w[at], &pat[p], sizeof pat[p]);
+                for (size_t l = 0; l < sizeof limits / sizeof *limits; ++l) {
+                    const unsigned want = flags_naive(w, n, limits[l]);
+                    for (size_t v = 0; v < nk; ++v)
+                        assert_int_equal(
+                            all[v]->weight_flags(w, n, limits[l]), want);
+                }
+            }
+}
+
+static void weight_check_every_class_under_daz(void **state) {
+    PBT_RUN_UNDER_DAZ(weight_check_every_class, state);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(source_kernels_match_naive),
+        cmocka_unit_test(weight_check_every_class),
+        cmocka_unit_test(weight_check_every_class_under_daz),
         cmocka_unit_test(votes_compare_in_double),
         cmocka_unit_test(scorers_agree_rotating_kernels),
     };
