@@ -560,7 +560,7 @@ PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u, 1,
 PB__AVX512_TARGET static inline unsigned
 weight_flags_classed(const float *w, size_t n, uint32_t limit) {
     const int limited = limit < UINT32_C(0x7F800000);
-    const __m512i lim = _mm512_set1_epi32((int)limit);
+    const __m512i lim = _mm512_set1_epi32(limited ? (int)limit : 0);
     __mmask16 any = 0;
     size_t i = 0;
     for (; i + 16u <= n; i += 16u) {
