@@ -49,6 +49,18 @@ static uint32_t fbits_of(float v) {
     return b;
 }
 
+/* The weight check by definition: PB__WEIGHT_BAD for a bad weight,
+ * PB__WEIGHT_BIG for one whose magnitude's pattern is at or above limit. */
+static unsigned flags_naive(const float *w, size_t n, uint32_t limit) {
+    unsigned f = 0u;
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = fbits_of(w[i]);
+        if (!pbt_weight_valid(w[i])) f |= PB__WEIGHT_BAD;
+        if ((b & UINT32_C(0x7FFFFFFF)) >= limit) f |= PB__WEIGHT_BIG;
+    }
+    return f;
+}
+
 /* A weight >= 0 (or -0.0) of one of several awkward kinds. */
 static float weight(pbt_rng *r, int style, size_t n) {
     switch (style) {
@@ -111,9 +123,7 @@ static void source_kernels_match_naive(void **state) {
                                     -0.0f, 3.4028235e38f, 1e-45f};
         if (n > 0 && pbt_below(&r, 2))
             wc[pbt_below(&r, (uint32_t)n)] = bad[pbt_below(&r, 8)];
-        unsigned want_flags = 0u;
-        for (size_t i = 0; i < n; ++i)
-            if (!pbt_weight_valid(wc[i])) want_flags = PB__WEIGHT_BAD;
+        const unsigned want_flags = flags_naive(wc, n, UINT32_MAX);
         for (size_t v = 0; v < nk; ++v) {
             const pb__kernels *k = all[v];
             assert_int_equal(k->weight_flags(wc, n, UINT32_MAX), want_flags);
@@ -429,18 +439,6 @@ static size_t class_patterns(uint32_t *out) {
             for (size_t f = 0; f < sizeof fracs / sizeof *fracs; ++f)
                 out[n++] = sign << 31 | exps[e] << 23 | fracs[f];
     return n;
-}
-
-/* The weight check by definition: PB__WEIGHT_BAD for a bad weight,
- * PB__WEIGHT_BIG for one whose magnitude's pattern is at or above limit. */
-static unsigned flags_naive(const float *w, size_t n, uint32_t limit) {
-    unsigned f = 0u;
-    for (size_t i = 0; i < n; ++i) {
-        const uint32_t b = fbits_of(w[i]);
-        if (!pbt_weight_valid(w[i])) f |= PB__WEIGHT_BAD;
-        if ((b & UINT32_C(0x7FFFFFFF)) >= limit) f |= PB__WEIGHT_BIG;
-    }
-    return f;
 }
 
 static void weight_check_every_class(void **state) {
