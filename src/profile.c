@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "allocator.h"
-#include "policy_internal.h"
+#include "weight_check.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define PROFILE_ALIGN ((uint64_t)64)

@@ -28,22 +28,22 @@
  * which it checks in the pass that updates the scores (one read of a row
  * that usually comes from beyond the L1 cache) and undoes on a bad one
  * (the doors in policy.c check everything else, and these weights where
- * pb__source_checks_weights says no, before any write). It knows nothing
+ * self_checks is 0, before any write). It knows nothing
  * of the ring, pooling or holes.
  */
 #include <assert.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "policy_internal.h"
+#include "source_internal.h"
 
 /* Moves pos[] and the score arrays (the spare too: its contents are dead)
  * by `by` ranks, up (> 0) or down, with the ranks 0 .. count-1 that
  * live. */
-static void shift_arrays(pb_kvcache *p, ptrdiff_t by, size_t count) {
-    const size_t per = pb__source_score_bytes(p->cfg.scorer);
-    memmove(p->pos + by, p->pos, count * sizeof *p->pos);
-    p->pos += by;
+static void shift_arrays(pb__source *p, ptrdiff_t by, size_t count) {
+    const size_t per = p->per;
+    memmove(p->c.pos + by, p->c.pos, count * sizeof *p->c.pos);
+    p->c.pos += by;
     if (per != 0u) {
         unsigned char *s = p->source;
         memmove(s + by * (ptrdiff_t)per, s, count * per);
@@ -76,39 +76,44 @@ static void shift_arrays(pb_kvcache *p, ptrdiff_t by, size_t count) {
 #define PB__BOUND_MIN_SHIFT 5u
 #define PB__BOUND_BLOCKS (PB__HIST_BINS * sizeof(size_t) / sizeof(uint64_t))
 
-static uint64_t *bounds(const pb_kvcache *p) {
+static uint64_t *bounds(const pb__source *p) {
     return (uint64_t *)(void *)p->hist;
 }
 
 /* Rank n, admitted with score 0, lowers its block's bound to 0 (and the
  * floor, if the floor covers that block). */
-static void bound_zero(pb_kvcache *p, size_t n) {
+static void bound_zero(pb__source *p, size_t n) {
     const size_t b = n >> p->bounds_shift;
     bounds(p)[b] = 0u;
     if (b < p->bounds_floor_end) p->bounds_floor = 0u;
 }
 
-void pb__source_reset(pb_kvcache *p) {
+void pb__source_reset(pb_kvcache *inst) {
+    pb__source *p = pb__source_of(inst);
     shift_arrays(p, -(ptrdiff_t)p->source_shift, 0u);
     unsigned shift = PB__BOUND_MIN_SHIFT;
-    while (((p->capacity - 1u) >> shift) >= PB__BOUND_BLOCKS) ++shift;
+    while (((p->c.capacity - 1u) >> shift) >= PB__BOUND_BLOCKS) ++shift;
     p->bounds_shift = shift;
     p->bounds_ok = 0;
     p->bar_n = 0u;
     /* No weight is too large to quantise here (nothing is quantised), so
      * the observe's weight check looks for bad weights only. */
-    p->q_limit_bits = UINT32_MAX;
-    p->fresh = 1;
+    p->c.q_limit_bits = UINT32_MAX;
+    p->c.fresh = 1;
     p->least_ok = 0;
     p->least_wanted = 0;
     p->gap = 0u;
-    p->kept = 1u;
-    p->sinks_kept = p->cfg.sinks != 0u; /* position 0 */
-    p->pos[0] = 0u;
+    /* The last scorer checks every step's weights as it reads them, the
+     * votes scorer while no vote can saturate (see undo_votes). */
+    p->c.self_checks = p->c.cfg.scorer == (uint32_t)PB_SCORER_LAST ||
+                       p->c.cfg.scorer == (uint32_t)PB_SCORER_VOTES;
+    p->c.kept = 1u;
+    p->c.sinks_kept = p->c.cfg.sinks != 0u; /* position 0 */
+    p->c.pos[0] = 0u;
     /* Only the last scorer spares what it has not observed, position 0
      * among them. */
-    p->unobserved = p->cfg.scorer == (uint32_t)PB_SCORER_LAST ? 1u : 0u;
-    switch (p->cfg.scorer) {
+    p->c.unobserved = p->c.cfg.scorer == (uint32_t)PB_SCORER_LAST ? 1u : 0u;
+    switch (p->c.cfg.scorer) {
     case PB_SCORER_CUMULATIVE: ((double *)p->source)[0] = 0.0; break;
     case PB_SCORER_LAST:
     case PB_SCORER_VOTES: ((uint32_t *)p->source)[0] = 0u; break;
@@ -135,20 +140,20 @@ static float vote_bar(size_t n) {
 /* The evictable ranks [*first, *end) of the instance after pos is
  * admitted, as pb_kvcache_evict will compute them (no protection by
  * budget: that is the caller's). */
-static void range_after(const pb_kvcache *p, uint32_t pos, size_t *first,
+static void range_after(const pb__source *p, uint32_t pos, size_t *first,
                         size_t *end) {
-    const size_t kept = p->kept + 1u;
-    const size_t window = (size_t)p->cfg.params.recent_window;
+    const size_t kept = p->c.kept + 1u;
+    const size_t window = (size_t)p->c.cfg.params.recent_window;
     size_t recent = window < kept ? window : kept;
     /* After a step with weights only pos is unobserved. */
-    if (p->cfg.scorer == (uint32_t)PB_SCORER_LAST && recent < 1u) recent = 1u;
+    if (p->c.cfg.scorer == (uint32_t)PB_SCORER_LAST && recent < 1u) recent = 1u;
     *end = kept - recent;
-    const size_t sinks = p->sinks_kept + (pos < p->cfg.sinks);
+    const size_t sinks = p->c.sinks_kept + (pos < p->c.cfg.sinks);
     *first = sinks < *end ? sinks : *end;
 }
 
 /* Takes back the votes of a step whose weights held a bad one. No vote
- * saturated in that step (pb__source_checks_weights: each is at most
+ * saturated in that step (self_checks: each is at most
  * gap < UINT32_MAX), so each went up by exactly (w > bar). */
 static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
     for (size_t i = 0; i < n; ++i) v[i] -= (uint32_t)(attn[i] > bar);
@@ -157,14 +162,14 @@ static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
 /* The least score of ranks from .. from+len-1 (len >= 1; a double's bit
  * pattern, or a vote) and, with at not NULL, the first of them holding it
  * (*at, from `from`). */
-PB__ALWAYS_INLINE uint64_t block_least(const pb_kvcache *p, size_t from,
+PB__ALWAYS_INLINE uint64_t block_least(const pb__source *p, size_t from,
                                         size_t len, size_t *at) {
     if (len <= 8u) { /* a short block: no kernel call */
         uint64_t m = UINT64_MAX;
         size_t r = 0;
         for (size_t i = 0; i < len; ++i) {
             uint64_t b;
-            if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
+            if (p->c.cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
                 memcpy(&b, (const double *)p->source + from + i, sizeof b);
             else
                 b = ((const uint32_t *)p->source)[from + i];
@@ -176,16 +181,16 @@ PB__ALWAYS_INLINE uint64_t block_least(const pb_kvcache *p, size_t from,
         if (at != NULL) *at = r;
         return m;
     }
-    if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
-        return p->k->least_bits((const double *)p->source + from, len, at);
-    return p->k->least_u32((const uint32_t *)p->source + from, len, at);
+    if (p->c.cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
+        return p->c.k->least_bits((const double *)p->source + from, len, at);
+    return p->c.k->least_u32((const uint32_t *)p->source + from, len, at);
 }
 
 /* The least score (a double's bit pattern, or a vote) among ranks lo ..
  * hi-1 (lo < hi <= n, the scores of ranks 0 .. n-1 updated) and the first
  * rank holding it (*at), through the cumulative or votes scorer's bounds
  * (made first if they are not there). */
-PB__ALWAYS_INLINE uint64_t least_in_bounds(pb_kvcache *p, size_t n,
+PB__ALWAYS_INLINE uint64_t least_in_bounds(pb__source *p, size_t n,
                                             size_t lo, size_t hi,
                                             size_t *at) {
     uint64_t *lb = bounds(p);
@@ -253,12 +258,12 @@ PB__ALWAYS_INLINE uint64_t least_in_bounds(pb_kvcache *p, size_t n,
  * scorer's record goes to the spare array, made the scores by the caller.
  * Returns PB__WEIGHT_BAD where the scorer checks the weights and one was
  * bad (the votes then taken back, the records not swapped in). */
-static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
+static unsigned update_scores(pb__source *p, const float *attn, size_t n,
                               size_t lo, size_t hi, uint64_t *least,
                               size_t *at) {
-    const pb__kernels *k = p->k;
+    const pb__kernels *k = p->c.k;
     unsigned bad = 0u;
-    switch (p->cfg.scorer) {
+    switch (p->c.cfg.scorer) {
     case PB_SCORER_CUMULATIVE:
         /* The door checked the weights. */
         k->add_weights(p->source, attn, n);
@@ -292,13 +297,16 @@ static unsigned update_scores(pb_kvcache *p, const float *attn, size_t n,
     return bad;
 }
 
-pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
-                             size_t attn_len) {
-    const size_t n = p->kept;
+pb_status pb__source_observe(pb_kvcache *inst, uint32_t pos,
+                             const float *attn, size_t attn_len,
+                             unsigned flags) {
+    pb__source *p = pb__source_of(inst);
+    (void)flags; /* nothing is quantised */
+    const size_t n = p->c.kept;
     assert(attn == NULL || attn_len == n);
-    assert(n < p->capacity);
+    assert(n < p->c.capacity);
     (void)attn_len;
-    const uint32_t scorer = p->cfg.scorer;
+    const uint32_t scorer = p->c.cfg.scorer;
     int least_ok = 0; /* set when the weights are known to be good */
     if (attn != NULL && n > 0u && scorer != (uint32_t)PB_SCORER_NONE) {
         /* While evicts take one victim at a time, the least new score of
@@ -319,10 +327,12 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
             void *t = p->source;
             p->source = p->source_spare;
             p->source_spare = t;
-            p->unobserved = 0u;
+            p->c.unobserved = 0u;
         }
-        if (scorer == (uint32_t)PB_SCORER_VOTES && p->gap < UINT32_MAX)
+        if (scorer == (uint32_t)PB_SCORER_VOTES && p->gap < UINT32_MAX) {
             p->gap += 1u;
+            p->c.self_checks = p->gap < UINT32_MAX;
+        }
         if (find) {
             if (end > n && (hi == lo || least != 0u)) {
                 /* The admitted position's score, 0, is the least only if
@@ -345,7 +355,7 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
         break;
     case PB_SCORER_LAST:
         ((uint32_t *)p->source)[n] = 0u;
-        p->unobserved += 1u;
+        p->c.unobserved += 1u;
         break;
     case PB_SCORER_VOTES:
         ((uint32_t *)p->source)[n] = 0u;
@@ -353,18 +363,18 @@ pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
         break;
     default: break;
     }
-    p->pos[n] = pos;
-    p->kept = n + 1u;
-    p->sinks_kept += pos < p->cfg.sinks;
+    p->c.pos[n] = pos;
+    p->c.kept = n + 1u;
+    p->c.sinks_kept += pos < p->c.cfg.sinks;
     return PB_OK;
 }
 
 /* Moves ranks from .. kept-1 of pos[] and of the scores to start at rank
  * `to` (to <= from). */
-static void close_tail(pb_kvcache *p, size_t from, size_t to) {
-    const size_t count = p->kept - from;
-    memmove(p->pos + to, p->pos + from, count * sizeof *p->pos);
-    const size_t per = pb__source_score_bytes(p->cfg.scorer);
+static void close_tail(pb__source *p, size_t from, size_t to) {
+    const size_t count = p->c.kept - from;
+    memmove(p->c.pos + to, p->c.pos + from, count * sizeof *p->c.pos);
+    const size_t per = p->per;
     if (per != 0u) {
         unsigned char *s = p->source;
         memmove(s + to * per, s + from * per, count * per);
@@ -375,12 +385,12 @@ static void close_tail(pb_kvcache *p, size_t from, size_t to) {
  * ranks before it up by one where the arrays have room before their
  * start (making room, by moving every rank back to the start, when that
  * is used up), else the ranks after it down. */
-static void close_rank(pb_kvcache *p, size_t r) {
-    const size_t after = p->kept - r - 1u;
-    const size_t slack = pb__source_slack(p->cfg.scorer, p->capacity);
+static void close_rank(pb__source *p, size_t r) {
+    const size_t after = p->c.kept - r - 1u;
+    const size_t slack = p->slack;
     if (r < after && slack > 0u) {
         if (p->source_shift == slack)
-            shift_arrays(p, -(ptrdiff_t)slack, p->kept);
+            shift_arrays(p, -(ptrdiff_t)slack, p->c.kept);
         shift_arrays(p, 1, r);
         return;
     }
@@ -390,8 +400,8 @@ static void close_rank(pb_kvcache *p, size_t r) {
          * block before it: that block's bound takes its score. */
         uint64_t *lb = bounds(p);
         const unsigned shift = p->bounds_shift;
-        const int wide = p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE;
-        for (size_t b = r >> shift; b < (p->kept - 1u) >> shift; ++b) {
+        const int wide = p->c.cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE;
+        for (size_t b = r >> shift; b < (p->c.kept - 1u) >> shift; ++b) {
             const size_t moved = ((b + 1u) << shift) - 1u;
             uint64_t key;
             if (wide)
@@ -405,9 +415,10 @@ static void close_rank(pb_kvcache *p, size_t r) {
     }
 }
 
-void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
-                      uint32_t *victims) {
-    assert(first <= end && end <= p->kept && needed <= end - first);
+void pb__source_evict(pb_kvcache *inst, size_t first, size_t end,
+                      size_t needed, uint32_t *victims) {
+    pb__source *p = pb__source_of(inst);
+    assert(first <= end && end <= p->c.kept && needed <= end - first);
     assert(needed > 0u);
     /* The scores are about to move; the observes look for the least
      * again only while evicts take one victim at a time. */
@@ -415,10 +426,10 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
                       p->least_end == end;
     p->least_ok = 0;
     p->least_wanted = needed == 1u;
-    if (p->cfg.scorer == (uint32_t)PB_SCORER_NONE) {
-        memcpy(victims, p->pos + first, needed * sizeof *victims);
+    if (p->c.cfg.scorer == (uint32_t)PB_SCORER_NONE) {
+        memcpy(victims, p->c.pos + first, needed * sizeof *victims);
         close_tail(p, first + needed, first);
-        p->kept -= needed;
+        p->c.kept -= needed;
         return;
     }
     if (needed == 1u) {
@@ -428,26 +439,26 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
         size_t best;
         if (known) {
             best = p->least_at;
-        } else if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
+        } else if (p->c.cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
             const double *s = (const double *)p->source + first;
             size_t r = 0;
-            (void)p->k->least_bits(s, end - first, &r);
+            (void)p->c.k->least_bits(s, end - first, &r);
             best = first + r;
         } else {
             const uint32_t *s = (const uint32_t *)p->source + first;
             size_t r = 0;
-            (void)p->k->least_u32(s, end - first, &r);
+            (void)p->c.k->least_u32(s, end - first, &r);
             best = first + r;
         }
         assert(best < end);
-        victims[0] = p->pos[best];
+        victims[0] = p->c.pos[best];
         close_rank(p, best);
-        p->kept -= 1u;
+        p->c.kept -= 1u;
         return;
     }
     pb__cut cut;
     p->bounds_ok = 0; /* the cut's histogram is their memory */
-    if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
+    if (p->c.cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE)
         pb__select_lowest((const double *)p->source + first, end - first,
                           needed, p->hist, &cut);
     else
@@ -457,13 +468,13 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
     /* One pass over the evictable ranks in order: victims out (ascending,
      * ties to the lower rank by the cut), survivors moved down in place. */
     size_t w = first, nv = 0;
-    if (p->cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
+    if (p->c.cfg.scorer == (uint32_t)PB_SCORER_CUMULATIVE) {
         double *s = p->source;
         for (size_t i = first; i < end; ++i) {
             if (pb__cut_takes(&cut, pb__key_bits(s[i]))) {
-                victims[nv++] = p->pos[i];
+                victims[nv++] = p->c.pos[i];
             } else {
-                p->pos[w] = p->pos[i];
+                p->c.pos[w] = p->c.pos[i];
                 s[w++] = s[i];
             }
         }
@@ -471,9 +482,9 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
         uint32_t *s = p->source;
         for (size_t i = first; i < end; ++i) {
             if (pb__cut_takes(&cut, (uint64_t)s[i])) {
-                victims[nv++] = p->pos[i];
+                victims[nv++] = p->c.pos[i];
             } else {
-                p->pos[w] = p->pos[i];
+                p->c.pos[w] = p->c.pos[i];
                 s[w++] = s[i];
             }
         }
@@ -481,15 +492,16 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
     assert(nv == needed);
     (void)nv;
     close_tail(p, end, w);
-    p->kept -= needed;
+    p->c.kept -= needed;
 }
 
-double pb__source_score(const pb_kvcache *p, size_t rank) {
-    assert(rank < p->kept);
-    switch (p->cfg.scorer) {
+double pb__source_score(const pb_kvcache *inst, size_t rank) {
+    const pb__source *p = (const pb__source *)(const void *)inst;
+    assert(rank < p->c.kept);
+    switch (p->c.cfg.scorer) {
     case PB_SCORER_CUMULATIVE: return ((const double *)p->source)[rank];
     case PB_SCORER_LAST: {
-        if (rank >= p->kept - p->unobserved) return -1.0;
+        if (rank >= p->c.kept - p->c.unobserved) return -1.0;
         float f;
         memcpy(&f, (const uint32_t *)p->source + rank, sizeof f);
         return (double)f;
