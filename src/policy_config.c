@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "policy_internal.h"
+#include "struct_growth.h"
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 
@@ -22,17 +23,7 @@ static pb_status config_read(const pb_kvcache_config *user,
                              pb_kvcache_config *out) {
     const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
     *out = defaults;
-    if (user == NULL) return PB_OK;
-    const size_t size = (size_t)user->struct_size;
-    if (size < PB__CONFIG_MIN_SIZE) return PB_ERR_PARAM;
-    /* A newer caller's fields this library does not know must be unset:
-     * a zero is their default by the rule of docs/abi.md. */
-    const unsigned char *bytes = (const unsigned char *)user;
-    for (size_t i = sizeof *out; i < size; ++i)
-        if (bytes[i] != 0u) return PB_ERR_PARAM;
-    memcpy(out, user, size < sizeof *out ? size : sizeof *out);
-    out->struct_size = (uint32_t)sizeof *out;
-    return PB_OK;
+    return pb__struct_read(user, PB__CONFIG_SIZE_0_2, sizeof *out, out);
 }
 
 void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,

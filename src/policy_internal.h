@@ -66,10 +66,6 @@ typedef struct pb__config {
     uint64_t capacity;        /* positions held at most, >= 2 */
 } pb__config;
 
-/* The first released size of pb_kvcache_config (0.2): every field up to
- * row_stores. A caller's struct_size may not be smaller. */
-#define PB__CONFIG_MIN_SIZE ((size_t)64)
-
 /* The versioned config that the released params + options (NULL: their
  * defaults) describe. */
 void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
@@ -80,7 +76,7 @@ void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
  * fields its struct_size covers, the defaults for the rest; NULL: the
  * defaults), validates it in the order the header documents and resolves
  * the share and the capacity. PB_OK or PB_ERR_PARAM (also for a
- * struct_size below PB__CONFIG_MIN_SIZE, or a byte past the fields this
+ * struct_size below its first released size, struct_growth.h, or a byte past the fields this
  * library knows that is not zero). */
 pb_status pb__config_load(const pb_kvcache_config *user, pb__config *out);
 
