@@ -154,7 +154,7 @@ static int region(size_t *cursor, size_t bytes, size_t *offset) {
  * sums, is paid once per that many victims. Each hole also costs every
  * later step until then: it cuts each row a step writes into one more run,
  * and widens the windows the filter's scan must walk past it. Measured on
- * the model shape at cadence 1 (docs/speed.md), halving the allowance
+ * the model shape at cadence 1 (docs/performance.md), halving the allowance
  * from 1/32 saved more per step than the compactions twice as often cost.
  * While the sums are kept a compaction moves no ring row (the lazy state),
  * so drop_ranks lets only half this many gather then (at least

@@ -1,7 +1,7 @@
 /*
  * test_cli_bench_plan.c - `pyramidkv bench` and `pyramidkv plan` as a user
  * runs them (the built program, through popen): the commands of
- * docs/benchmarks.md (nine published figures; flat layer 0 at ratio 1), the JSON keys,
+ * docs/performance.md (nine published figures; flat layer 0 at ratio 1), the JSON keys,
  * the plan's arithmetic against pb_kvcache_pyramid_budget and the byte and
  * block formulas, --help, and usage errors: exit status 2 with one line on
  * stderr naming the flag.
