@@ -50,10 +50,8 @@ static void help(FILE *out) {
         "  --decode D      decode rows after the prompt, 0 .. 65536 [32]\n"
         "  --dtype T       f32 or f16 [f32]\n"
         "  --seed S        [7]\n"
-        "  --help          this text\n"
-        "\n"
-        "Exit status: 0 success, 2 a usage error or a malformed trace (one line\n"
-        "on stderr, nothing on stdout).\n");
+        "  --help          this text\n");
+    pb_cli_help_common(out);
 }
 
 static int make(int argc, char **argv) {
@@ -114,7 +112,7 @@ static int make(int argc, char **argv) {
     char err[256];
     if (pb_trs_write(out, &p, err, sizeof err) != 0) {
         fprintf(stderr, "pyramidkv trace: %s: %s\n", out, err);
-        return 1;
+        return PB_CLI_USAGE; /* an output file that cannot be written */
     }
     return 0;
 }
