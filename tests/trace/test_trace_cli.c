@@ -348,12 +348,17 @@ static void replay_any_record_order(void **state) {
 }
 
 /* A directory given as a trace is named as such (not "truncated header"),
- * exit status 2; calibrate --json --plot never writes the plot on stdout:
- * an unwritable FILE is an input error before anything is printed, and a
- * good one leaves stdout one JSON document. */
-static void trace_path_and_plot(void **state) {
+ * exit status 2. */
+static void directory_as_trace(void **state) {
     (void)state;
     expect_refused(".", "a directory, not a regular file");
+}
+
+/* calibrate --json --plot never writes the plot on stdout: an unwritable
+ * FILE is an input error before anything is printed, and a good one
+ * leaves stdout one JSON document. */
+static void calibrate_plot_off_stdout(void **state) {
+    (void)state;
     static run_out r;
     run("trace --make funnel --out tc_plot.trace --layers 4 --kv-heads 1 "
         "--prompt 64 --window 8 --decode 3", &r);
@@ -411,7 +416,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(calibrate_recommends_by_profile),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(replay_any_record_order),
-        cmocka_unit_test(trace_path_and_plot),
+        cmocka_unit_test(directory_as_trace),
+        cmocka_unit_test(calibrate_plot_off_stdout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
