@@ -44,13 +44,14 @@ static const char *const native_names[] = {
     "native none"};
 
 const char pb_cli_policy_help[] =
-    "  --policy P     the policybook vtable in every layer, created with the\n"
-    "                 layer's share as its budget: pyramidkv, snapkv, h2o,\n"
-    "                 scissorhands, tova, streaming-llm or sliding-window\n"
-    "                 [pyramidkv]; conflicts with --scorer\n"
-    "  --scorer S     instead of --policy: the native surface (pb_kvcache_create)\n"
-    "                 ranking by window, cumulative (H2O), last (TOVA), votes\n"
-    "                 (Scissorhands) or none (recency), with the layer's share\n"
+    "  --policy P     the policy in every layer, held to the layer's share:\n"
+    "                 pyramidkv, snapkv, h2o, scissorhands, tova, streaming-llm\n"
+    "                 or sliding-window [pyramidkv] (bench: the policybook\n"
+    "                 vtable; replay: the native surface with its scorer)\n"
+    "  --scorer S     instead of --policy (a conflict with it): the native\n"
+    "                 surface (pb_kvcache_create) ranking by window, cumulative\n"
+    "                 (H2O), last (TOVA), votes (Scissorhands) or none\n"
+    "                 (recency), with the layer's share\n"
     "  --sinks N      attention sinks: positions below N are never evicted;\n"
     "                 --scorer [0] and --policy streaming-llm [4] only\n";
 

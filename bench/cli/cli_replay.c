@@ -94,21 +94,23 @@ static void help(FILE *out) {
         "\n"
         "options:\n"
         "%s"
-        "  --schedule NAME  %s (docs/spec.md §12) [arithmetic];\n"
-        "                   NAME:R sets --ratio; kvfactory's window is the prefill\n"
-        "                   rows, q the prompt; profile weights are k90 of this\n"
-        "                   trace's own profile, each layer at least --recent + 1\n"
-        "  --ratio R        arithmetic, curve, geometric: first layer's share over\n"
-        "                   the last's, >= 1 [%u]\n"
-        "  --budget B       average positions per layer, > --recent [%u]\n"
-        "  --recent N       newest positions never evicted [%u]; tova,\n"
-        "                   streaming-llm and sliding-window protect none\n"
-        "  --obs N          observation window in decode steps [%u]\n"
-        "  --kernel N       pooling width, odd [%u]\n"
-        "  --per-layer      also print every layer\n"
-        "  --json           one JSON document instead of the table\n"
-        "  --help           this text\n",
-        pb_cli_policy_help, pb_cli_schedule_list, PB_CLI_DEFAULT_RATIO,
+        "  --schedule S   arithmetic, uniform, kvfactory, kvfactory-balanced,\n"
+        "                 taper, curve, geometric or profile (docs/spec.md §12)\n"
+        "                 [arithmetic]; S:R sets --ratio;\n"
+        "                 kvfactory's window is the prefill rows, q the prompt;\n"
+        "                 profile weights are k90 of this trace's own profile,\n"
+        "                 each layer at least --recent + 1\n"
+        "  --ratio R      arithmetic, curve, geometric: first layer's share over\n"
+        "                 the last's, >= 1 [%u]\n"
+        "  --budget B     average positions per layer, > --recent [%u]\n"
+        "  --recent N     newest positions never evicted [%u]; tova,\n"
+        "                 streaming-llm and sliding-window protect none\n"
+        "  --obs N        observation window in decode steps [%u]\n"
+        "  --kernel N     pooling width, odd [%u]\n"
+        "  --per-layer    also print every layer\n"
+        "  --json         one JSON document instead of the table\n"
+        "  --help         this text\n",
+        pb_cli_policy_help, PB_CLI_DEFAULT_RATIO,
         PB_CLI_DEFAULT_BUDGET, PB_CLI_DEFAULT_RECENT, PB_CLI_DEFAULT_OBS,
         PB_CLI_DEFAULT_KERNEL);
     pb_cli_help_common(out);

@@ -217,24 +217,28 @@ int pb_cli_trace(int argc, char **argv) {
     int want_dump = 0;
     for (int i = 1; i < argc; ++i)
         if (strncmp(argv[i], "--make", 6) == 0) return make(argc, argv);
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    pb_cli_walk w;
+    pb_cli_walk_init(&w, "trace", argc, argv);
+    for (;;) {
+        if (w.next < w.argc && w.argv[w.next][0] != '-') {
+            if (path != NULL)
+                return pb_cli_usage_error("trace", "more than one FILE given");
+            path = w.argv[w.next++];
+            continue;
+        }
+        const int rc = pb_cli_walk_next(&w);
+        if (rc == 0) break;
+        if (rc != 1) return PB_CLI_USAGE;
+        if (strcmp(w.flag, "--help") == 0) {
             help(stdout);
             return 0;
         }
-        if (strcmp(argv[i], "--dump") == 0) {
-            want_dump = 1;
-            continue;
-        }
-        if (argv[i][0] != '-') {
-            if (path != NULL)
-                return pb_cli_usage_error("trace", "more than one FILE given");
-            path = argv[i];
-        } else {
+        if (strcmp(w.flag, "--dump") != 0)
             return pb_cli_usage_error("trace",
                                       "unknown option '%s' (see pyramidkv "
-                                      "trace --help)", argv[i]);
-        }
+                                      "trace --help)", w.flag);
+        if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
+        want_dump = 1;
     }
     if (path == NULL)
         return pb_cli_usage_error("trace",

@@ -129,6 +129,7 @@ static void usage_errors(void **state) {
                            "given twice");
     cli_expect_usage_error("trace --make flat --out x --seed 1 --seed 2",
                            "--seed");
+    cli_expect_usage_error("trace " TRACE " --dump --dump", "--dump");
     cli_expect_usage_error("replay " TRACE " --schedule arithmetic:2 --ratio 2",
                            "conflict");
     cli_expect_usage_error("replay " TRACE " --schedule taper --ratio 2",
