@@ -440,8 +440,9 @@ static void report(const rp_state *s, uint64_t share_total,
            pb_cli_policy_name(&o->pol),
            o->sched.name, o->budget, (unsigned long long)share_total, mass,
            recall, (unsigned long long)ev, (unsigned long long)peak);
-    printf("held positions (each layer at least --recent + 1 = %u): %llu\n",
-           o->recent + 1u, (unsigned long long)held_total);
+    if (held_total != share_total)
+        printf("(each layer holds at least --recent + 1 = %u: %llu positions "
+               "held)\n", o->recent + 1u, (unsigned long long)held_total);
     if (used_budget != o->budget)
         printf("(%s's held total at %u exceeds %u x %u: it ran at budget %u, "
                "the largest that fits)\n", o->sched.name, o->budget, L,
