@@ -75,15 +75,14 @@ static void help(FILE *out) {
         "   at least window + 1 whatever its share; a schedule whose held total\n"
         "   at B exceeds layers x B, as kvfactory's and taper's can, runs at the\n"
         "   largest budget that fits, shown in the budget column), each prefill\n"
-        "   record is compressed with the paper's\n"
-        "   selection (window = its rows, pooling 7, max) to its layer's share,\n"
-        "   and the attention mass of its window rows on the kept positions is\n"
-        "   measured; per layer the mean over its records, overall the mean over\n"
-        "   layers. Schedules (docs/spec.md §12): uniform, arithmetic:2, :4, :8,\n"
-        "   kvfactory and kvfactory-balanced (window = the record's rows, q = the\n"
-        "   prompt), taper, curve:4, and profile (the weights of step 2, each\n"
-        "   layer at least window + 1). Best first, then a one-line\n"
-        "   recommendation.\n"
+        "   record is compressed with the paper's selection (window = its rows,\n"
+        "   pooling 7, max) to its layer's share, and the attention mass of its\n"
+        "   window rows on the kept positions is measured; per layer the mean\n"
+        "   over its records, overall the mean over layers. Schedules\n"
+        "   (docs/spec.md §12): uniform, arithmetic:2, :4, :8, kvfactory and\n"
+        "   kvfactory-balanced (window = the record's rows, q = the prompt),\n"
+        "   taper, curve:4, and profile (the weights of step 2, each layer at\n"
+        "   least window + 1). Best first, then a one-line recommendation.\n"
         "\n"
         "options:\n"
         "  --budget B      average positions per layer, 1 .. 4294967295\n"
@@ -378,8 +377,8 @@ static int plot(const cal_opts *o, const pb_cli_scan *scan,
     }
     if (f != NULL) fclose(f);
     fflush(stdout);
-    /* gnuplot writes to its stdout when `set output` fails: send that to
-     * /dev/null, and stop at the first error. */
+    /* gnuplot draws on its stdout when `set output` fails: send that to
+     * /dev/null. Reading a pipe, it exits non-zero at the first error. */
     FILE *gp = popen("gnuplot >/dev/null", "w");
     if (gp == NULL) {
         remove(data);

@@ -6,9 +6,12 @@
  * bench`: retained attention mass, heavy-hitter recall (top 32), eviction
  * calls, the sum of shares and the peak positions held.
  *
- * Owns the flags, the stream bookkeeping and the output. Two or three
+ * Owns the flags (the policy choice is cli_bench_policy.c's, the names
+ * cli_options.c's), the stream bookkeeping and the output. Up to four
  * passes over the file (scan, the profile when the schedule needs it, the
- * replay); nothing is printed before the last one has read the whole file.
+ * prefill records, the decode rows), so the figures do not depend on the
+ * order of the records; nothing is printed before the last one has read
+ * the whole file.
  */
 #include <stdio.h>
 #include <stdlib.h>
