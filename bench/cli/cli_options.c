@@ -19,13 +19,15 @@ typedef struct cli_name {
     int value;
 } cli_name;
 
-/* Flag aliases: the library's field names. */
+/* Flag aliases: the library's field names, and trace --make's older
+ * spelling of the prompt length. */
 static const struct {
     const char *alias, *canonical;
 } FLAG_ALIASES[] = {
     {"--recent-window", "--recent"},
     {"--obs-window", "--obs"},
     {"--pool-kernel", "--kernel"},
+    {"--prompt", "--prompt-len"},
 };
 #define N_FLAG_ALIASES (sizeof FLAG_ALIASES / sizeof FLAG_ALIASES[0])
 

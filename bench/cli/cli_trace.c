@@ -23,8 +23,8 @@ static void help(FILE *out) {
     fprintf(out,
         "usage: pyramidkv trace FILE [--dump]\n"
         "       pyramidkv trace --make KIND --out FILE [--layers L] [--kv-heads H]\n"
-        "                       [--group G] [--prompt N] [--window W] [--decode D]\n"
-        "                       [--dtype f32|f16] [--seed S]\n"
+        "                       [--group G] [--prompt-len N] [--window W]\n"
+        "                       [--decode D] [--dtype f32|f16] [--seed S]\n"
         "\n"
         "With FILE: reads an attention trace (docs/trace_format.md) through,\n"
         "checking every checksum and field, and prints its shape and records.\n"
@@ -45,7 +45,7 @@ static void help(FILE *out) {
         "  --kv-heads H    1 .. 64 [2]\n"
         "  --group G       query heads per KV head written separately, 1 .. 64;\n"
         "                  0 writes one record per KV head, the group reduced [0]\n"
-        "  --prompt N      prompt positions, W+1 .. 1048576 [1024]\n"
+        "  --prompt-len N  prompt positions, W+1 .. 1048576 [1024]\n"
         "  --window W      observation-window rows, 1 .. 1024 [32]\n"
         "  --decode D      decode rows after the prompt, 0 .. 65536 [32]\n"
         "  --dtype T       f32 or f16 [f32]\n"
@@ -93,7 +93,7 @@ static int make(int argc, char **argv) {
         if (strcmp(f, "--layers") == 0) dst = &p.layers, lo = 1, hi = 4096;
         else if (strcmp(f, "--kv-heads") == 0) dst = &p.kv_heads, lo = 1, hi = 64;
         else if (strcmp(f, "--group") == 0) dst = &p.group, lo = 0, hi = 64;
-        else if (strcmp(f, "--prompt") == 0) dst = &p.prompt, lo = 2, hi = 1048576;
+        else if (strcmp(f, "--prompt-len") == 0) dst = &p.prompt, lo = 2, hi = 1048576;
         else if (strcmp(f, "--window") == 0) dst = &p.window, lo = 1, hi = 1024;
         else if (strcmp(f, "--decode") == 0) dst = &p.decode, lo = 0, hi = 65536;
         else if (strcmp(f, "--seed") == 0) dst = &p.seed, lo = 0, hi = UINT32_MAX;
@@ -108,7 +108,7 @@ static int make(int argc, char **argv) {
     if (!have_kind) return pb_cli_usage_error("trace", "--make is required");
     if (out == NULL) return pb_cli_usage_error("trace", "--out is required");
     if (p.window >= p.prompt)
-        return pb_cli_usage_error("trace", "--window must be below --prompt");
+        return pb_cli_usage_error("trace", "--window must be below --prompt-len");
     char err[256];
     if (pb_trs_write(out, &p, err, sizeof err) != 0) {
         fprintf(stderr, "pyramidkv trace: %s: %s\n", out, err);

@@ -96,6 +96,40 @@ static void flag_aliases(void **state) {
               "--pool-kernel 5 --json");
 }
 
+/* The bytes of a file. */
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *buf = malloc(1u << 20);
+    assert_non_null(buf);
+    *n = fread(buf, 1, 1u << 20, f);
+    fclose(f);
+    return buf;
+}
+
+/* trace --make: --prompt is --prompt-len's alias. */
+static void trace_aliases(void **state) {
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(cli_run("trace --make flat --out tv_a.trace --layers 2 "
+                             "--kv-heads 1 --prompt-len 40 --window 4 "
+                             "--decode 2", 0, &out), 0);
+    free(out);
+    assert_int_equal(cli_run("trace --make flat --out tv_b.trace --layers 2 "
+                             "--kv-heads 1 --prompt=40 --window 4 "
+                             "--decode 2", 0, &out), 0);
+    free(out);
+    size_t na = 0, nb = 0;
+    char *a = slurp("tv_a.trace", &na), *b = slurp("tv_b.trace", &nb);
+    assert_true(na > 0u && na == nb && memcmp(a, b, na) == 0);
+    free(a);
+    free(b);
+    remove("tv_a.trace");
+    remove("tv_b.trace");
+    cli_expect_usage_error("trace --make flat --out tv_c.trace --prompt 40 "
+                           "--prompt-len 40", "--prompt-len");
+}
+
 /* One default per flag: --ratio 4, --budget 512, --layers 32, --recent
  * 32, --policy pyramidkv, --schedule arithmetic. */
 static void shared_defaults(void **state) {
@@ -195,6 +229,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_and_aliases),
         cmocka_unit_test(flag_aliases),
+        cmocka_unit_test(trace_aliases),
         cmocka_unit_test(shared_defaults),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(file_errors),
