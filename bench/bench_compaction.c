@@ -1,5 +1,5 @@
 /*
- * bench_compaction.c - engine benchmark 2 (docs/benchmarks.md): one-shot
+ * bench_compaction.c - engine benchmark 2 (docs/performance.md): one-shot
  * compaction. An instance created with an explicit capacity holds N
  * positions (0 .. N-1; the last 16 were admitted by decode steps with random
  * attention over everything held, so every held position has a full

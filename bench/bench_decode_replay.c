@@ -1,5 +1,5 @@
 /*
- * bench_decode_replay.c - engine benchmark 1 (docs/benchmarks.md): decode
+ * bench_decode_replay.c - engine benchmark 1 (docs/performance.md): decode
  * steps per second of the library and of the reference model
  * (tests/reference_model.c, built with the same flags, run in the same
  * process) on a deterministic decode trace, at budgets 256, 512 and 1024.

@@ -1,5 +1,5 @@
 /*
- * bench_memory.c - engine benchmark 4 (docs/benchmarks.md): bytes per held
+ * bench_memory.c - engine benchmark 4 (docs/performance.md): bytes per held
  * position and per instance at obs_window 4, 16 and 64 (budget 512, recent
  * 32, kernel 7).
  *

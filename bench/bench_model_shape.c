@@ -1,5 +1,5 @@
 /*
- * bench_model_shape.c - engine benchmark 3 (docs/benchmarks.md): the
+ * bench_model_shape.c - engine benchmark 3 (docs/performance.md): the
  * policy's cost per generated token for a Llama-3-8B shape. 32 layers x 8 KV
  * heads = 256 instances, average budget 2,048, pyramid ratio 4, recent 32,
  * obs 16, kernel 7; every instance starts at its layer's share (steady

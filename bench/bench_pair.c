@@ -1,6 +1,6 @@
 /*
  * bench_pair.c - two builds of the library in one process, timed in turns
- * over bench_model_shape's instances and weights: how docs/speed.md
+ * over bench_model_shape's instances and weights: how docs/performance.md
  * compares a change with the build before it on a shared, noisy machine,
  * where two separate runs differ by more than most changes do.
  *
@@ -27,7 +27,7 @@
  * Reported: the median of the pairs' ratios B / A with their quartiles,
  * and each build's median us per token. A ratio below 1 means B is
  * faster. What runs first may still have an edge of its own (where its
- * memory lies, say): docs/benchmarks.md runs each comparison both ways
+ * memory lies, say): docs/performance.md runs each comparison both ways
  * round.
  */
 #define _POSIX_C_SOURCE 200809L

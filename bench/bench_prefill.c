@@ -1,5 +1,5 @@
 /*
- * bench_prefill.c - the prefill benchmark (docs/benchmarks.md): prefill
+ * bench_prefill.c - the prefill benchmark (docs/performance.md): prefill
  * compression of a whole model. A 32,768-token prompt, 32 layers x 8 KV
  * heads (256 instances), the last W = 32 prompt tokens as the observation
  * rows, kernel 7, pyramid ratio 4, average share 2,048, reference scope (the

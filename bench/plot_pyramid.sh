@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # plot_pyramid.sh - renders bench/pyramid_funnel.png, the figure of
-# docs/benchmarks.md: per-layer share (the pyramid) and per-layer retained
+# docs/performance.md: per-layer share (the pyramid) and per-layer retained
 # attention mass, uniform (ratio 1) against ratio 4, on the funnel profile
 # (32 layers, budget 512). It runs `pyramidkv bench --json`, turns the
 # perLayer arrays into columns with awk and draws them with gnuplot

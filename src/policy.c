@@ -99,7 +99,7 @@ pb_status pb_kvcache_reset(pb_kvcache *policy) {
  * starts each new stream late; asking for the lines ahead keeps several
  * misses in flight. The row is written after the check (into the slot's
  * columns 0 .. n+holes-1), so its lines are at hand by then. Measured in
- * docs/speed.md. */
+ * docs/performance.md (model shape). */
 static unsigned check_weights(const pb_kvcache *p, const float *attn,
                               size_t n) {
     /* A row within the first look-ahead is checked in one call: its

@@ -419,7 +419,7 @@ PB__DEFINE_VARIANT(avx2, __attribute__((target("avx2"))), 16u, 1,
  * at or above it has no bad weight and no big one, so the answer is 0
  * without the body's two compares per weight; any other row gets the
  * body's answer. A step of the cumulative scorer at @512 took 0.88-0.91x
- * the time with this screen (docs/speed-scorers.md). */
+ * the time with this screen (docs/performance.md). */
 PB__AVX512_TARGET static inline unsigned
 weight_flags_classed(const float *w, size_t n, uint32_t limit) {
     const int limited = limit < UINT32_C(0x7F800000);

@@ -14,7 +14,7 @@
 /* A static function inlined whatever the compiler's size heuristics say:
  * the kernels' bodies (inlined into functions of another target) and the
  * steps of a one-victim decode step, where a call costs a measurable share
- * (docs/speed-scorers.md). */
+ * (docs/performance.md). */
 #if defined(__GNUC__) || defined(__clang__)
 #define PB__ALWAYS_INLINE static inline __attribute__((always_inline))
 #else

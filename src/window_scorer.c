@@ -59,7 +59,7 @@ pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
  * sums, is paid once per that many victims. Each hole also costs every
  * later step until then: it cuts each row a step writes into one more run,
  * and widens the windows the filter's scan must walk past it. Measured on
- * the model shape at cadence 1 (docs/speed.md), halving the allowance
+ * the model shape at cadence 1 (docs/performance.md), halving the allowance
  * from 1/32 saved more per step than the compactions twice as often cost.
  * While the sums are kept a compaction moves no ring row (the lazy state),
  * so drop_ranks lets only half this many gather then (at least

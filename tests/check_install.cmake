@@ -50,3 +50,29 @@ separate_arguments(link_flags UNIX_COMMAND "${EXE_LINKER_FLAGS}")
 run(${CC} ${c_flags} ${SOURCE_DIR}/tests/install_consumer/install_consumer.c
     ${flags} ${link_flags} -o ${SCRATCH}/pc_consumer)
 run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir} ${SCRATCH}/pc_consumer)
+
+# The installed program starts as a user runs it: no LD_LIBRARY_PATH, the
+# library found through the executable's RPATH ($ORIGIN-relative), and a
+# subcommand computes through it.
+file(GLOB cli ${prefix}/bin/pyramidkv)
+if(cli)
+  unset(ENV{LD_LIBRARY_PATH})
+  execute_process(COMMAND ${cli} --version RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^pyramidkv [0-9]+\\.[0-9]+\\.[0-9]+")
+    message(FATAL_ERROR "installed pyramidkv --version: status ${rc}\n${out}\n${err}")
+  endif()
+  execute_process(COMMAND ${cli} plan --schedule uniform --budget 512 --layers 4 --json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "\"total\":[ \t]*2048")
+    message(FATAL_ERROR "installed pyramidkv plan: status ${rc}\n${out}\n${err}")
+  endif()
+  # Moved with its prefix, it still finds its library.
+  file(RENAME ${prefix} ${SCRATCH}/moved)
+  execute_process(COMMAND ${SCRATCH}/moved/bin/pyramidkv --version
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  file(RENAME ${SCRATCH}/moved ${prefix})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "relocated pyramidkv --version: status ${rc}\n${err}")
+  endif()
+endif()

@@ -85,9 +85,9 @@ static void help(FILE *out) {
         "Example: pyramidkv bench --schedule uniform,arithmetic,kvfactory,taper\n"
         "         --budget 128 --trace funnel\n"
         "\n"
-        "Progress goes to stderr when it is a terminal and the run exceeds a second.\n"
-        "Exit status: 0 success, 1 a run failed, 2 a usage error.\n",
+        "Progress goes to stderr when it is a terminal and the run exceeds a second.\n",
         PB_WL_MAX_LAYERS, MAX_LIST, MAX_BUDGET, MAX_RATIO, pb_cli_policy_help);
+    pb_cli_help_common(out);
 }
 
 static int parse_traces(const char *text, bench_opts *o) {
@@ -154,16 +154,16 @@ static int parse(int argc, char **argv, bench_opts *o) {
     o->traces[1] = PB_WL_FLAT;
     o->traces[2] = PB_WL_INVERTED;
     o->n_traces = 3;
-    o->layers = 32;
-    o->budgets[0] = 512;
+    o->layers = PB_CLI_DEFAULT_LAYERS;
+    o->budgets[0] = PB_CLI_DEFAULT_BUDGET;
     o->n_budgets = 1;
     const uint32_t ratios[] = {1, 2, 4, 8};
     memcpy(o->ratios, ratios, sizeof ratios);
     o->n_ratios = 4;
-    o->recent = 32;
-    o->obs = 16;
-    o->kernel = 7;
-    pb_cli_policy_init(&o->pol);
+    o->recent = PB_CLI_DEFAULT_RECENT;
+    o->obs = PB_CLI_DEFAULT_OBS;
+    o->kernel = PB_CLI_DEFAULT_KERNEL;
+    pb_cli_policy_init(&o->pol, "bench");
 
     pb_cli_walk w;
     pb_cli_walk_init(&w, "bench", argc, argv);

@@ -13,8 +13,8 @@
 /* What each vtable reads besides its budget. */
 enum { READS_WINDOW = 1, READS_RECENT = 2, READS_SINKS = 4 };
 
+/* Indexed by pb_cli_policy_id (cli_options.h), whose order this keeps. */
 typedef struct vt_entry {
-    const char *name;
     pb_wl_params_kind kind;
     const pb_kvcache_vtable *vtable;
     pb_scorer scorer; /* the native scorer the vtable runs */
@@ -22,66 +22,66 @@ typedef struct vt_entry {
 } vt_entry;
 
 static const vt_entry vtables[] = {
-    {"pyramidkv", PB_WL_PARAMS_PYRAMIDKV, &pb_kvcache_pyramidkv,
+    {PB_WL_PARAMS_PYRAMIDKV, &pb_kvcache_pyramidkv,
      PB_SCORER_WINDOW, READS_WINDOW | READS_RECENT},
-    {"snapkv", PB_WL_PARAMS_SNAPKV, &pb_kvcache_snapkv, PB_SCORER_WINDOW,
+    {PB_WL_PARAMS_SNAPKV, &pb_kvcache_snapkv, PB_SCORER_WINDOW,
      READS_WINDOW | READS_RECENT},
-    {"h2o", PB_WL_PARAMS_H2O, &pb_kvcache_h2o, PB_SCORER_CUMULATIVE,
+    {PB_WL_PARAMS_H2O, &pb_kvcache_h2o, PB_SCORER_CUMULATIVE,
      READS_RECENT},
-    {"scissorhands", PB_WL_PARAMS_SCISSORHANDS, &pb_kvcache_scissorhands,
+    {PB_WL_PARAMS_SCISSORHANDS, &pb_kvcache_scissorhands,
      PB_SCORER_VOTES, READS_RECENT},
-    {"tova", PB_WL_PARAMS_TOVA, &pb_kvcache_tova, PB_SCORER_LAST, 0u},
-    {"streaming-llm", PB_WL_PARAMS_STREAMING_LLM, &pb_kvcache_streaming_llm,
+    {PB_WL_PARAMS_TOVA, &pb_kvcache_tova, PB_SCORER_LAST, 0u},
+    {PB_WL_PARAMS_STREAMING_LLM, &pb_kvcache_streaming_llm,
      PB_SCORER_NONE, READS_SINKS},
-    {"sliding-window", PB_WL_PARAMS_SLIDING_WINDOW,
-     &pb_kvcache_sliding_window, PB_SCORER_NONE, 0u},
+    {PB_WL_PARAMS_SLIDING_WINDOW, &pb_kvcache_sliding_window, PB_SCORER_NONE, 0u},
 };
 #define N_VTABLES (sizeof vtables / sizeof vtables[0])
+_Static_assert(N_VTABLES == PB_CLI_POLICY_COUNT,
+               "one vtable per pb_cli_policy_id, in its order");
 
-static const char *const scorer_names[] = {"window", "cumulative", "last",
-                                           "votes", "none"};
 static const char *const native_names[] = {
     "native window", "native cumulative", "native last", "native votes",
     "native none"};
-#define N_SCORERS (sizeof scorer_names / sizeof scorer_names[0])
 
 const char pb_cli_policy_help[] =
-    "  --policy P     the policybook vtable in every layer, created with the\n"
-    "                 layer's share as its budget: pyramidkv, snapkv, h2o,\n"
-    "                 scissorhands, tova, streaming-llm or sliding-window\n"
-    "                 [pyramidkv]\n"
-    "  --scorer S     instead of --policy: the native surface (pb_kvcache_create)\n"
-    "                 ranking by window, cumulative (H2O), last (TOVA), votes\n"
-    "                 (Scissorhands) or none (recency), with the pyramid share\n"
+    "  --policy P     the policy in every layer, held to the layer's share:\n"
+    "                 pyramidkv, snapkv, h2o, scissorhands, tova, streaming-llm\n"
+    "                 or sliding-window [pyramidkv] (bench: the policybook\n"
+    "                 vtable; replay: the native surface with its scorer)\n"
+    "  --scorer S     instead of --policy (a conflict with it): the native\n"
+    "                 surface (pb_kvcache_create) ranking by window, cumulative\n"
+    "                 (H2O), last (TOVA), votes (Scissorhands) or none\n"
+    "                 (recency), with the layer's share\n"
     "  --sinks N      attention sinks: positions below N are never evicted;\n"
     "                 --scorer [0] and --policy streaming-llm [4] only\n";
 
-void pb_cli_policy_init(pb_cli_policy *p) {
+void pb_cli_policy_init(pb_cli_policy *p, const char *cmd) {
     memset(p, 0, sizeof *p);
-    p->policy = 0;
+    p->cmd = cmd;
+    p->policy = PB_CLI_POLICY_PYRAMIDKV;
     p->scorer = -1;
 }
 
 int pb_cli_policy_parse(pb_cli_policy *p, const char *flag, const char *value) {
     if (strcmp(flag, "--scorer") == 0) {
-        for (size_t i = 0; i < N_SCORERS; ++i)
-            if (strcmp(value, scorer_names[i]) == 0) {
-                p->scorer = (int)i;
-                p->policy = -1;
-                return 0;
-            }
-        return pb_cli_usage_error("bench", "--scorer: '%s' is not window, "
-                                  "cumulative, last, votes or none", value);
+        uint32_t scorer = 0;
+        if (pb_cli_lookup_scorer(p->cmd, value, &scorer) != 0)
+            return PB_CLI_USAGE;
+        p->scorer = (int)scorer;
+        p->policy = -1;
+        p->scorer_set = 1;
+    } else {
+        int id = 0;
+        if (pb_cli_lookup_policy(p->cmd, value, &id) != 0) return PB_CLI_USAGE;
+        p->policy = id;
+        p->scorer = -1;
+        p->policy_set = 1;
     }
-    for (size_t i = 0; i < N_VTABLES; ++i)
-        if (strcmp(value, vtables[i].name) == 0) {
-            p->policy = (int)i;
-            p->scorer = -1;
-            return 0;
-        }
-    return pb_cli_usage_error("bench", "--policy: '%s' is not pyramidkv, "
-                              "snapkv, h2o, scissorhands, tova, streaming-llm "
-                              "or sliding-window", value);
+    if (p->policy_set && p->scorer_set)
+        return pb_cli_usage_error(p->cmd, "--policy and --scorer conflict: "
+                                  "give one (--policy a policy, --scorer the "
+                                  "native surface with that scorer)");
+    return 0;
 }
 
 static unsigned reads_of(const pb_cli_policy *p) {
@@ -92,9 +92,10 @@ static unsigned reads_of(const pb_cli_policy *p) {
 uint32_t pb_cli_policy_floor(const pb_cli_policy *p, uint32_t recent) {
     if (p->policy < 0) return recent + 1u;
     const vt_entry *e = &vtables[p->policy];
-    return pb_wl_floor_of(e->kind, recent, e->kind == PB_WL_PARAMS_STREAMING_LLM
-                                               ? (p->sinks_set ? p->sinks : 4u)
-                                               : 0u);
+    return pb_wl_floor_of(e->kind, recent,
+                          e->kind == PB_WL_PARAMS_STREAMING_LLM
+                              ? (p->sinks_set ? p->sinks : PB_CLI_DEFAULT_SINKS)
+                              : 0u);
 }
 
 int pb_cli_policy_check(const pb_cli_policy *p, const uint32_t *budgets,
@@ -102,21 +103,21 @@ int pb_cli_policy_check(const pb_cli_policy *p, const uint32_t *budgets,
     const unsigned reads = reads_of(p);
     const char *name = pb_cli_policy_name(p);
     if (p->sinks_set && !(reads & READS_SINKS))
-        return pb_cli_usage_error("bench", "--sinks: policy %s has no sinks "
+        return pb_cli_usage_error(p->cmd, "--sinks: policy %s has no sinks "
                                   "(use --scorer with --sinks, or --policy "
                                   "streaming-llm)", name);
     if (p->recent_set && !(reads & READS_RECENT))
-        return pb_cli_usage_error("bench", "--recent: policy %s has no "
+        return pb_cli_usage_error(p->cmd, "--recent: policy %s has no "
                                   "protected window", name);
     if ((p->obs_set || p->kernel_set) && !(reads & READS_WINDOW))
-        return pb_cli_usage_error("bench", "--%s: policy %s keeps no "
+        return pb_cli_usage_error(p->cmd, "--%s: policy %s keeps no "
                                   "observation window",
                                   p->obs_set ? "obs" : "kernel", name);
     const uint32_t floor = pb_cli_policy_floor(p, recent);
     for (size_t i = 0; i < n_budgets; ++i)
         if (budgets[i] < floor)
             return pb_cli_usage_error(
-                "bench", "--budget: %u is below %u, the least policy %s keeps "
+                p->cmd, "--budget: %u is below %u, the least policy %s keeps "
                 "(%s + 1)", budgets[i], floor, name,
                 (reads & READS_RECENT) ? "--recent" : "--sinks");
     return 0;
@@ -134,7 +135,7 @@ void pb_cli_policy_apply(const pb_cli_policy *p, pb_wl_run_params *run) {
     run->vtable = e->vtable;
     run->params_kind = e->kind;
     run->scorer = (uint32_t)e->scorer;
-    run->sinks = p->sinks_set ? p->sinks : 4u;
+    run->sinks = p->sinks_set ? p->sinks : PB_CLI_DEFAULT_SINKS;
     if (e->kind == PB_WL_PARAMS_TOVA || e->kind == PB_WL_PARAMS_STREAMING_LLM ||
         e->kind == PB_WL_PARAMS_SLIDING_WINDOW)
         run->recent_window = 0u; /* these read none */
@@ -174,18 +175,35 @@ pb_status pb_cli_policy_layer_bytes(const pb_cli_policy *p, uint32_t budget,
             c.obs_window = 1u;
             c.pool_kernel = 1u;
         }
-        c.sinks = (e->reads & READS_SINKS) ? (p->sinks_set ? p->sinks : 4u)
-                                           : 0u;
+        c.sinks = (e->reads & READS_SINKS)
+                      ? (p->sinks_set ? p->sinks : PB_CLI_DEFAULT_SINKS)
+                      : 0u;
     }
     return pb_kvcache_size(&c, bytes);
 }
 
 const char *pb_cli_policy_name(const pb_cli_policy *p) {
-    return p->policy < 0 ? native_names[p->scorer] : vtables[p->policy].name;
+    return p->policy < 0 ? native_names[p->scorer]
+                         : pb_cli_policy_canonical(p->policy);
 }
 
 const char *pb_cli_policy_scorer_name(const pb_cli_policy *p) {
-    return p->policy < 0 ? scorer_names[p->scorer] : NULL;
+    return p->policy < 0 ? pb_cli_scorer_canonical((uint32_t)p->scorer) : NULL;
+}
+
+void pb_cli_policy_native(const pb_cli_policy *p, uint32_t *scorer,
+                          uint32_t *sinks, int *reads_recent) {
+    const unsigned reads = reads_of(p);
+    if (p->policy < 0) {
+        *scorer = (uint32_t)p->scorer;
+        *sinks = p->sinks_set ? p->sinks : 0u;
+    } else {
+        *scorer = (uint32_t)vtables[p->policy].scorer;
+        *sinks = (reads & READS_SINKS)
+                     ? (p->sinks_set ? p->sinks : PB_CLI_DEFAULT_SINKS)
+                     : 0u;
+    }
+    *reads_recent = (reads & READS_RECENT) != 0u;
 }
 
 void pb_cli_policy_describe(const pb_cli_policy *p, uint32_t recent,
@@ -198,5 +216,6 @@ void pb_cli_policy_describe(const pb_cli_policy *p, uint32_t recent,
         printf(", obs %u, kernel %u", obs, kernel);
     if (reads & READS_SINKS)
         printf(", sinks %u",
-               p->sinks_set ? p->sinks : (p->policy < 0 ? 0u : 4u));
+               p->sinks_set ? p->sinks
+                             : (p->policy < 0 ? 0u : PB_CLI_DEFAULT_SINKS));
 }

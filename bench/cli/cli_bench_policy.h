@@ -1,8 +1,9 @@
 /*
  * cli_bench_policy.h - which policy `pyramidkv bench` puts in every layer:
  * a policybook vtable by name (--policy) or the native surface with a
- * scorer (--scorer) and attention sinks (--sinks). Owns the names, the
- * flags' validity for each choice, the memory estimate of one layer and
+ * scorer (--scorer) and attention sinks (--sinks), for `bench` and
+ * `replay`. Owns the flags' validity for each choice (the names are
+ * cli_options.h's), the memory estimate of one layer and
  * the one-line description; cli_bench.c owns the rest of the command.
  */
 #ifndef PB_CLI_BENCH_POLICY_H
@@ -16,18 +17,22 @@
 
 /* The choice and the parameters it reads. */
 typedef struct pb_cli_policy {
-    int policy;     /* index into the vtable list; -1 with a scorer */
+    const char *cmd; /* the subcommand, for messages */
+    int policy;     /* a pb_cli_policy_id; -1 with a scorer */
     int scorer;     /* a pb_scorer with --scorer, else -1 */
     uint32_t sinks; /* --sinks (streaming-llm's default 4, native 0) */
     int sinks_set;
     int recent_set, obs_set, kernel_set; /* the window flags given */
+    int policy_set, scorer_set;
 } pb_cli_policy;
 
-/* The default: --policy pyramidkv. */
-void pb_cli_policy_init(pb_cli_policy *p);
+/* The default: --policy pyramidkv; `cmd` names the subcommand in
+ * messages. */
+void pb_cli_policy_init(pb_cli_policy *p, const char *cmd);
 
-/* Parses --policy NAME or --scorer NAME (flag is either). Returns 0 or
- * PB_CLI_USAGE (message printed). */
+/* Parses --policy NAME or --scorer NAME (flag is either; names and aliases
+ * are cli_options.h's). Returns 0 or PB_CLI_USAGE (message printed), also
+ * when both flags are given. */
 int pb_cli_policy_parse(pb_cli_policy *p, const char *flag, const char *value);
 
 /* After every flag: refuses --sinks, --recent, --obs or --kernel where the
@@ -51,6 +56,11 @@ pb_status pb_cli_policy_layer_bytes(const pb_cli_policy *p, uint32_t budget,
 const char *pb_cli_policy_name(const pb_cli_policy *p);
 /* The scorer's name with --scorer, else NULL. */
 const char *pb_cli_policy_scorer_name(const pb_cli_policy *p);
+
+/* The native configuration (pb_kvcache_create) the choice runs as: its
+ * scorer, its attention sinks, and whether it reads --recent. */
+void pb_cli_policy_native(const pb_cli_policy *p, uint32_t *scorer,
+                          uint32_t *sinks, int *reads_recent);
 
 /* The least a layer keeps whatever its share (the harness's floor; for the
  * native surface recent + 1, which the library may raise). */

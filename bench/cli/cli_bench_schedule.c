@@ -15,7 +15,7 @@
 uint32_t pb_cli_bench_schedule_ratio(const bench_opts *o, uint32_t kind) {
     const int reads = kind == PB_SCHEDULE_ARITHMETIC ||
                       kind == PB_SCHEDULE_CURVE || kind == PB_SCHEDULE_GEOMETRIC;
-    return reads ? (o->ratios_set ? o->ratios[0] : 4u) : 1u;
+    return reads ? (o->ratios_set ? o->ratios[0] : PB_CLI_DEFAULT_RATIO) : 1u;
 }
 
 /* The shares of kinds-list entry `kind` at `budget` over `layers` into a new
@@ -38,7 +38,7 @@ int pb_cli_bench_schedule_shares(const bench_opts *o, uint32_t kind,
                                    weights, &s);
     s.ratio = pb_cli_bench_schedule_ratio(o, kind);
     /* taper's n_sink is the policies' --sinks (default 4) */
-    s.sinks = o->pol.sinks_set ? o->pol.sinks : 4u;
+    s.sinks = o->pol.sinks_set ? o->pol.sinks : PB_CLI_DEFAULT_SINKS;
     if (rc == 0) {
         const pb_status st =
             pb_kvcache_schedule_shares(&s, shares, layers, NULL);

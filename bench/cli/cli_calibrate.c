@@ -14,6 +14,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,8 @@ typedef struct cal_sched {
     pb_cli_sched s;
     uint32_t *shares;
     double *mass_sum;  /* per layer, over its prefill records */
-    uint64_t total;
+    uint64_t total;    /* the shares' sum */
+    uint64_t held;     /* the positions held: max(share, window + 1) each */
     uint32_t used;     /* the budget the schedule ran at (equal memory) */
     double mass;       /* mean over measured layers */
     uint32_t measured; /* layers with a prefill record */
@@ -69,17 +71,18 @@ static void help(FILE *out) {
         "2. The profile schedule: layer weights k for --fraction of the mass,\n"
         "   floored at --floor, and the arithmetic pyramid ratio that fits best.\n"
         "3. At average budget B per layer (the same total memory for every\n"
-        "   schedule: one whose total at B exceeds layers x B, as kvfactory's\n"
-        "   does, runs at the largest budget that fits, shown in the budget\n"
-        "   column), each prefill record is compressed with the paper's\n"
-        "   selection (window = its rows, pooling 7, max) to its layer's share,\n"
-        "   and the attention mass of its window rows on the kept positions is\n"
-        "   measured; per layer the mean over its records, overall the mean over\n"
-        "   layers. Schedules (docs/spec.md §12): uniform, arithmetic:2, :4, :8,\n"
-        "   kvfactory and kvfactory-balanced (window = the record's rows, q = the\n"
-        "   prompt), taper, curve:4, and profile (the weights of step 2, each\n"
-        "   layer at least window + 1). Best first, then a one-line\n"
-        "   recommendation.\n"
+        "   schedule, counted as the positions the layers hold: a layer holds\n"
+        "   at least window + 1 whatever its share; a schedule whose held total\n"
+        "   at B exceeds layers x B, as kvfactory's and taper's can, runs at the\n"
+        "   largest budget that fits, shown in the budget column), each prefill\n"
+        "   record is compressed with the paper's selection (window = its rows,\n"
+        "   pooling 7, max) to its layer's share, and the attention mass of its\n"
+        "   window rows on the kept positions is measured; per layer the mean\n"
+        "   over its records, overall the mean over layers. Schedules\n"
+        "   (docs/spec.md §12): uniform, arithmetic:2, :4, :8, kvfactory and\n"
+        "   kvfactory-balanced (window = the record's rows, q = the prompt),\n"
+        "   taper, curve:4, and profile (the weights of step 2, each layer at\n"
+        "   least window + 1). Best first, then a one-line recommendation.\n"
         "\n"
         "options:\n"
         "  --budget B      average positions per layer, 1 .. 4294967295\n"
@@ -89,18 +92,19 @@ static void help(FILE *out) {
         "  --floor N       smallest profile weight, >= 1 [the largest window]\n"
         "  --per-layer     also print every layer's share and mass per schedule\n"
         "  --json          one JSON document instead of the tables\n"
-        "  --plot FILE     draw the entropy profile and the shares (PNG, gnuplot;\n"
-        "                  skipped with a message if gnuplot is missing)\n"
+        "  --plot FILE     also draw the entropy profile and the shares into FILE\n"
+        "                  (PNG, gnuplot; never on stdout). A FILE that cannot be\n"
+        "                  written is an input error (2) before anything runs;\n"
+        "                  gnuplot failing is 1; without gnuplot the plot is\n"
+        "                  skipped with a message\n"
         "  --help          this text\n"
         "\n"
         "Trace sizes: a prefill record is rows x prompt values (4 bytes each in\n"
         "float32, 2 in float16). 32 layers x 8 KV heads x 32 window rows x an\n"
         "8,192-position prompt is 67.1 M values: 256 MiB in float32, 128 MiB in\n"
         "float16; record a subset of layers or heads, or the group reduced, to\n"
-        "shrink it (docs/calibrate.md).\n"
-        "\n"
-        "Exit status: 0 success, 1 a failed run, 2 a usage error or a malformed\n"
-        "trace (one line on stderr, nothing on stdout).\n");
+        "shrink it (docs/calibrate.md).\n");
+    pb_cli_help_common(out);
 }
 
 static int parse(int argc, char **argv, cal_opts *o) {
@@ -251,13 +255,15 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
            "ratio %u (%s profile)\n\n", o->fraction_ppm / 10000u, o->floor_w,
            fit, shape_of(weights, L));
     printf("retained attention mass of the window rows at budget %u per layer "
-           "(prefill compression, equal total memory), best first\n",
-           o->budget);
-    printf("%-18s %7s %8s %7s %7s %8s %9s\n", "schedule", "budget", "total",
-           "first", "last", "shape", "mass");
+           "(prefill compression, equal total memory: held positions, each "
+           "layer at least %u), best first\n",
+           o->budget, scan->max_window + 1u);
+    printf("%-18s %7s %8s %8s %7s %7s %8s %9s\n", "schedule", "budget",
+           "shares", "held", "first", "last", "shape", "mass");
     for (size_t s = 0; s < n_sched; ++s)
-        printf("%-18s %7u %8llu %7u %7u %8s %9.6f\n", sc[s].s.name,
-               sc[s].used, (unsigned long long)sc[s].total, sc[s].shares[0],
+        printf("%-18s %7u %8llu %8llu %7u %7u %8s %9.6f\n", sc[s].s.name,
+               sc[s].used, (unsigned long long)sc[s].total,
+               (unsigned long long)sc[s].held, sc[s].shares[0],
                sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].mass);
     if (o->t.per_layer) {
         printf("\nper layer: share / retained mass\n%5s", "layer");
@@ -321,6 +327,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON_AddStringToObject(e, "shape", shape_of(sc[s].shares, L));
         cJSON_AddNumberToObject(e, "budget", sc[s].used);
         cJSON_AddNumberToObject(e, "total", (double)sc[s].total);
+        cJSON_AddNumberToObject(e, "held", (double)sc[s].held);
         cJSON_AddNumberToObject(e, "retainedAttentionMass", sc[s].mass);
         cJSON *sh = cJSON_AddArrayToObject(e, "shares");
         cJSON *lm = cJSON_AddArrayToObject(e, "layerMass");
@@ -344,20 +351,22 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
     return 0;
 }
 
-/* Draws the entropy per layer and every schedule's shares with gnuplot. */
-static void plot(const cal_opts *o, const pb_cli_scan *scan,
-                 const cal_layer *ly, const cal_sched *sc, size_t n_sched) {
+/* Draws the entropy per layer and every schedule's shares with gnuplot,
+ * whose own output goes nowhere near stdout (the tables or the JSON are
+ * there). Returns 0 (drawn, or skipped without gnuplot) or PB_CLI_FAILED. */
+static int plot(const cal_opts *o, const pb_cli_scan *scan,
+                const cal_layer *ly, const cal_sched *sc, size_t n_sched) {
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         fprintf(stderr, "pyramidkv calibrate: gnuplot not found; --plot %s "
                         "skipped (Debian: apt-get install gnuplot-nox)\n",
                 o->plot);
-        return;
+        return PB_CLI_OK;
     }
     char data[] = "/tmp/pyramidkv-calibrate-XXXXXX";
     const int fd = mkstemp(data);
     if (fd < 0) {
         fprintf(stderr, "pyramidkv calibrate: --plot: no temporary file\n");
-        return;
+        return PB_CLI_FAILED;
     }
     FILE *f = fdopen(fd, "w");
     const uint32_t L = scan->shape.num_layers;
@@ -367,10 +376,13 @@ static void plot(const cal_opts *o, const pb_cli_scan *scan,
         fprintf(f, "\n");
     }
     if (f != NULL) fclose(f);
-    FILE *gp = popen("gnuplot", "w");
+    fflush(stdout);
+    /* gnuplot draws on its stdout when `set output` fails: send that to
+     * /dev/null. Reading a pipe, it exits non-zero at the first error. */
+    FILE *gp = popen("gnuplot >/dev/null", "w");
     if (gp == NULL) {
         remove(data);
-        return;
+        return PB_CLI_FAILED;
     }
     fprintf(gp,
             "set terminal pngcairo size 900,700 noenhanced\n"
@@ -387,9 +399,28 @@ static void plot(const cal_opts *o, const pb_cli_scan *scan,
     fprintf(gp, "\nunset multiplot\n");
     const int rc = pclose(gp);
     remove(data);
-    if (rc != 0)
+    if (rc != 0) {
         fprintf(stderr, "pyramidkv calibrate: gnuplot failed; %s not "
                         "written\n", o->plot);
+        return PB_CLI_FAILED;
+    }
+    return PB_CLI_OK;
+}
+
+/* --plot FILE must be a file this process can write, checked before the
+ * run (a quote would end gnuplot's string). 0 or PB_CLI_USAGE. */
+static int check_plot_path(const char *path) {
+    if (strchr(path, '\'') != NULL)
+        return pb_cli_usage_error("calibrate", "--plot: '%s' holds a quote",
+                                  path);
+    const int existed = access(path, F_OK) == 0;
+    FILE *f = fopen(path, "ab");
+    if (f == NULL)
+        return pb_cli_usage_error("calibrate", "--plot: %s: cannot be "
+                                  "written (%s)", path, strerror(errno));
+    fclose(f);
+    if (!existed) remove(path); /* gnuplot creates it */
+    return 0;
 }
 
 int pb_cli_calibrate(int argc, char **argv) {
@@ -397,6 +428,7 @@ int pb_cli_calibrate(int argc, char **argv) {
     const int prc = parse(argc, argv, &o);
     if (prc == 1) return 0;
     if (prc != 0) return prc;
+    if (o.plot != NULL && check_plot_path(o.plot) != 0) return PB_CLI_USAGE;
     char err[320];
     pb_cli_scan scan;
     if (pb_cli_scan_trace(o.t.path, &scan, err, sizeof err) != 0)
@@ -454,13 +486,14 @@ int pb_cli_calibrate(int argc, char **argv) {
      * above the window) is left out, with a note. */
     const pb_cli_sched_ctx ctx = {o.budget, L, scan.max_window,
                                   scan.max_prompt, weights,
-                                  scan.max_window + 1u};
+                                  scan.max_window + 1u, scan.max_window + 1u};
     char skipped[512] = "";
     size_t n_kept = 0;
     for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
         char why[160];
         if (pb_cli_sched_shares(&sc[s].s, &ctx, sc[s].shares, &sc[s].total,
-                                &sc[s].used, why, sizeof why) != 0) {
+                                &sc[s].held, &sc[s].used, why,
+                                sizeof why) != 0) {
             const size_t used = strlen(skipped);
             snprintf(skipped + used, sizeof skipped - used, "%s%s",
                      used ? "; " : "", why);
@@ -498,7 +531,7 @@ int pb_cli_calibrate(int argc, char **argv) {
             print_tables(&o, &scan, ly, weights, fit, sc, n_sched);
             if (skipped[0] != '\0') printf("not compared: %s\n", skipped);
         }
-        if (rc == 0 && o.plot != NULL) plot(&o, &scan, ly, sc, n_sched);
+        if (rc == 0 && o.plot != NULL) rc = plot(&o, &scan, ly, sc, n_sched);
     } else if (rc == 2) {
         (void)pb_cli_trace_error("calibrate", o.t.path, err);
     } else {

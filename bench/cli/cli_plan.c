@@ -4,8 +4,9 @@
  * pb_kvcache_pyramid_budget by default, or any of the allocation family,
  * pb_kvcache_schedule_shares), its K+V bytes (2 x kv-heads x head-dim x
  * dtype-bytes x share) and its paged blocks (ceil(share / block-size)),
- * the exact total against uniform budgets, and where a policy's floor
- * (recent window + 1) lifts a share.
+ * and the positions a layer actually holds: its effective share,
+ * max(share, recent window + 1) (pb_kvcache_effective_budget, docs/spec.md
+ * §3.2), whose bytes, blocks and total are compared with uniform budgets.
  *
  * Owns the flags and the output of the plan; the share arithmetic is the
  * library's, the schedule flags are cli_schedule.c's.
@@ -25,7 +26,6 @@
 
 typedef struct plan_opts {
     uint32_t budget, layers, recent;
-    int have_budget, have_layers;
     uint32_t kv_heads, head_dim, dtype_bytes, block_size;
     pb_cli_schedule_flags sched;
     int json;
@@ -37,21 +37,22 @@ typedef struct plan_totals {
 
 static void help(FILE *out) {
     fprintf(out,
-        "usage: pyramidkv plan --budget B --layers L [--schedule NAME] [schedule\n"
-        "                      options] [--recent-window N] [--kv-heads H]\n"
-        "                      [--head-dim D] [--dtype-bytes N] [--block-size S]\n"
-        "                      [--json]\n"
+        "usage: pyramidkv plan [--budget B] [--layers L] [--schedule NAME] [schedule\n"
+        "                      options] [--recent N] [--kv-heads H] [--head-dim D]\n"
+        "                      [--dtype-bytes N] [--block-size S] [--json]\n"
         "\n"
         "Sizes per-layer KV buffers: for every layer k its share in positions under\n"
-        "the schedule, its K+V bytes 2 x H x D x N x share and its paged blocks\n"
-        "ceil(share / S); then the exact total against uniform budgets (every\n"
-        "layer B). A '*' marks a layer whose share is below N + 1: a policy with\n"
-        "recent window N keeps N + 1 there, so size that buffer for N + 1.\n"
+        "the schedule and the positions it holds, max(share, N + 1): a policy with\n"
+        "recent window N never targets fewer (docs/spec.md, section 3.2; a '*'\n"
+        "marks a layer the floor lifts). Bytes 2 x H x D x N x held and paged\n"
+        "blocks ceil(held / S) are of the held positions, and their totals are\n"
+        "compared with uniform budgets (every layer max(B, N + 1)) at equal total\n"
+        "memory: what the layers really hold, not the shares' sum.\n"
         "\n"
         "schedules (docs/guide.md, \"Choosing a schedule\"; the exact rules:\n"
         "docs/spec.md, section 12):\n"
         "  arithmetic          the PyramidKV pyramid, pb_kvcache_pyramid_budget; the\n"
-        "                      default. Needs --ratio. Total <= L x B\n"
+        "                      default. --ratio. Shares' total <= L x B\n"
         "  uniform             B for every layer\n"
         "  kvfactory           the paper's code bit for bit; B is its KV size C.\n"
         "                      --window, --beta (integer), --prompt-len. Its total\n"
@@ -67,34 +68,38 @@ static void help(FILE *out) {
         "\n"
         "options:\n"
         "  --budget B        average positions per layer (kvfactory: the KV size C),\n"
-        "                    1 .. 4294967295 (required)\n"
-        "  --layers L        layers, 1 .. %u (required)\n"
+        "                    1 .. 4294967295 [%u]\n"
+        "  --layers L        layers, 1 .. %u [%u]\n"
         "  --schedule NAME   one of the schedules above [arithmetic]\n"
-        "  --ratio R         first layer's share over the last's, >= 1 (arithmetic:\n"
-        "                    required; curve, geometric: [4])\n"
+        "  --ratio R         first layer's share over the last's, >= 1 (arithmetic,\n"
+        "                    curve, geometric) [%u]\n"
         "  --window W        kvfactory's observation window, < B [8]\n"
         "  --beta X          kvfactory: integer >= 1 [20]; taper: decimal >= 1 [2.0]\n"
         "  --prompt-len Q    kvfactory: the prompt length, >= 1 [not given: a\n"
         "                    prompt longer than every clamp]\n"
-        "  --sinks S         taper: attention sinks; every layer keeps >= S + 1 [4]\n"
+        "  --sinks S         taper: attention sinks; every layer keeps >= S + 1 [%u]\n"
         "  --gamma G         curve: decimal 0.001 .. 1000, three decimals at most;\n"
         "                    1 is linear, 0.7 - 0.8 the guide's suggestion [0.75]\n"
         "  --weights W,...   profile: L non-negative decimals (measured entropy,\n"
         "                    ...), scaled exactly to integers by one power of ten\n"
         "  --min-share M     profile: every layer's base, 0 .. B [0]\n"
-        "  --recent-window N the policies' recent window, for the floor mark [32]\n"
+        "  --recent N        the policies' recent window: a layer holds at least\n"
+        "                    N + 1 [%u]\n"
         "  --kv-heads H      KV heads per layer, >= 1 [8]\n"
         "  --head-dim D      dimensions per head, >= 1 [128]\n"
         "  --dtype-bytes N   bytes per element, >= 1 [2]\n"
         "  --block-size S    positions per paged block, >= 1 [16]\n"
         "  --json            one JSON object: \"schedule\", \"shares\" (layer 0 first),\n"
-        "                    \"total\" (their exact sum), \"perLayer\" (share, bytes,\n"
-        "                    blocks, floorBinds), \"totals\", \"uniform\"\n"
+        "                    \"total\" (their exact sum), \"held\" (held positions'\n"
+        "                    total), \"perLayer\" (share, held, bytes, blocks,\n"
+        "                    floorBinds), \"totals\" (of the held positions),\n"
+        "                    \"uniform\"\n"
         "  --help            this text\n"
         "\n"
-        "Exit status: 0 success, 2 a usage error (including a schedule the library\n"
-        "refuses, with its reason).\n",
-        PLAN_MAX_LAYERS);
+        "A schedule the library refuses is a usage error, with its reason.\n",
+        PB_CLI_DEFAULT_BUDGET, PLAN_MAX_LAYERS, PB_CLI_DEFAULT_LAYERS,
+        PB_CLI_DEFAULT_RATIO, PB_CLI_DEFAULT_SINKS, PB_CLI_DEFAULT_RECENT);
+    pb_cli_help_common(out);
 }
 
 static int parse(int argc, char **argv, plan_opts *o) {
@@ -103,7 +108,9 @@ static int parse(int argc, char **argv, plan_opts *o) {
     o->head_dim = 128;
     o->dtype_bytes = 2;
     o->block_size = 16;
-    o->recent = 32;
+    o->budget = PB_CLI_DEFAULT_BUDGET;
+    o->layers = PB_CLI_DEFAULT_LAYERS;
+    o->recent = PB_CLI_DEFAULT_RECENT;
     pb_cli_walk w;
     pb_cli_walk_init(&w, "plan", argc, argv);
     int rc;
@@ -122,16 +129,13 @@ static int parse(int argc, char **argv, plan_opts *o) {
         if (sf == 1) continue;
         if (sf != 0) return PB_CLI_USAGE;
         uint32_t *dst = NULL;
-        int *have = NULL;
         uint32_t lo = 1, hi = UINT32_MAX;
         if (strcmp(f, "--budget") == 0) {
             dst = &o->budget;
-            have = &o->have_budget;
         } else if (strcmp(f, "--layers") == 0) {
             dst = &o->layers;
-            have = &o->have_layers;
             hi = PLAN_MAX_LAYERS;
-        } else if (strcmp(f, "--recent-window") == 0) {
+        } else if (strcmp(f, "--recent") == 0) {
             dst = &o->recent;
             lo = 0;
             hi = UINT32_MAX - 1u;
@@ -151,13 +155,8 @@ static int parse(int argc, char **argv, plan_opts *o) {
         if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
         if (pb_cli_parse_u32("plan", f, v, lo, hi, dst) != 0)
             return PB_CLI_USAGE;
-        if (have != NULL) *have = 1;
     }
     if (rc != 0) return PB_CLI_USAGE;
-    if (!o->have_budget)
-        return pb_cli_usage_error("plan", "--budget is required");
-    if (!o->have_layers)
-        return pb_cli_usage_error("plan", "--layers is required");
     return 0;
 }
 
@@ -226,10 +225,7 @@ static int compute_shares(const plan_opts *o, uint32_t *shares,
                               o->layers, weights, s))
         return PB_CLI_USAGE;
     if (kinds[0] == PB_SCHEDULE_ARITHMETIC) {
-        /* Today's plan: pb_kvcache_pyramid_budgets, saturating shares
-         * included. */
-        if (o->sched.ratio == NULL)
-            return pb_cli_usage_error("plan", "--ratio is required");
+        /* pb_kvcache_pyramid_budgets, saturating shares included. */
         if (pb_kvcache_pyramid_budgets(o->budget, o->layers, s->ratio, shares,
                                        o->layers) != PB_OK) {
             fprintf(stderr, "pyramidkv plan: the library refused the plan\n");
@@ -274,23 +270,29 @@ int pb_cli_plan(int argc, char **argv) {
         return rc;
     }
     const uint32_t floor = o.recent + 1u;
+#define HELD(share) ((share) > floor ? (share) : floor)
 
-    /* Uniform: every layer B. Overflow anywhere is a usage error: the
-     * sizes given cannot be represented. */
+    /* The positions held: every layer max(share, floor); uniform: every
+     * layer max(B, floor). Overflow anywhere is a usage error: the sizes
+     * given cannot be represented. */
     plan_totals total = {0u, 0u, 0u}, uni = {0u, 0u, 0u};
+    uint64_t share_total = 0;
     int overflow = 0;
     uint64_t uni_bytes_layer = 0;
-    overflow |= mul_u64(per_pos, o.budget, &uni_bytes_layer);
-    overflow |= mul_u64(o.budget, o.layers, &uni.positions);
+    const uint32_t uni_held = HELD(o.budget);
+    overflow |= mul_u64(per_pos, uni_held, &uni_bytes_layer);
+    overflow |= mul_u64(uni_held, o.layers, &uni.positions);
     overflow |= mul_u64(uni_bytes_layer, o.layers, &uni.bytes);
-    overflow |= mul_u64(blocks_of(o.budget, o.block_size), o.layers,
+    overflow |= mul_u64(blocks_of(uni_held, o.block_size), o.layers,
                         &uni.blocks);
     for (uint32_t k = 0; k < o.layers && !overflow; ++k) {
         uint64_t bytes = 0;
-        overflow |= mul_u64(per_pos, shares[k], &bytes);
-        overflow |= add_u64(total.positions, shares[k], &total.positions);
+        const uint32_t held = HELD(shares[k]);
+        share_total += shares[k];
+        overflow |= mul_u64(per_pos, held, &bytes);
+        overflow |= add_u64(total.positions, held, &total.positions);
         overflow |= add_u64(total.bytes, bytes, &total.bytes);
-        overflow |= add_u64(total.blocks, blocks_of(shares[k], o.block_size),
+        overflow |= add_u64(total.blocks, blocks_of(held, o.block_size),
                             &total.blocks);
     }
     if (overflow) {
@@ -317,20 +319,24 @@ int pb_cli_plan(int argc, char **argv) {
         cJSON_AddNumberToObject(doc, "headDim", o.head_dim);
         cJSON_AddNumberToObject(doc, "dtypeBytes", o.dtype_bytes);
         cJSON_AddNumberToObject(doc, "blockSize", o.block_size);
+        cJSON_AddNumberToObject(doc, "recent", o.recent);
         cJSON_AddNumberToObject(doc, "floor", floor);
         cJSON_AddItemToObject(doc, "bytesPerPosition", raw_u64(per_pos));
         cJSON *sh = cJSON_AddArrayToObject(doc, "shares");
         for (uint32_t k = 0; k < o.layers; ++k)
             cJSON_AddItemToArray(sh, raw_u64(shares[k]));
-        cJSON_AddItemToObject(doc, "total", raw_u64(total.positions));
+        cJSON_AddItemToObject(doc, "total", raw_u64(share_total));
+        cJSON_AddItemToObject(doc, "held", raw_u64(total.positions));
         cJSON *arr = cJSON_AddArrayToObject(doc, "perLayer");
         for (uint32_t k = 0; k < o.layers; ++k) {
+            const uint32_t held = HELD(shares[k]);
             cJSON *l = cJSON_CreateObject();
             cJSON_AddNumberToObject(l, "layer", k);
             cJSON_AddNumberToObject(l, "share", shares[k]);
-            cJSON_AddItemToObject(l, "bytes", raw_u64(per_pos * shares[k]));
+            cJSON_AddNumberToObject(l, "held", held);
+            cJSON_AddItemToObject(l, "bytes", raw_u64(per_pos * held));
             cJSON_AddItemToObject(l, "blocks",
-                                  raw_u64(blocks_of(shares[k], o.block_size)));
+                                  raw_u64(blocks_of(held, o.block_size)));
             cJSON_AddBoolToObject(l, "floorBinds", shares[k] < floor);
             cJSON_AddItemToArray(arr, l);
         }
@@ -340,7 +346,7 @@ int pb_cli_plan(int argc, char **argv) {
         cJSON_Delete(doc);
         if (text == NULL) {
             fprintf(stderr, "pyramidkv plan: out of memory\n");
-            rc = 1;
+            rc = PB_CLI_FAILED;
         } else {
             puts(text);
             cJSON_free(text);
@@ -348,39 +354,41 @@ int pb_cli_plan(int argc, char **argv) {
     } else {
         printf("pyramidkv plan: %s x %u layers; K+V per position 2 x %u "
                "heads x %u dims x %u bytes = %llu bytes; blocks of %u "
-               "positions\n\n",
+               "positions; a layer holds at least %u (recent %u + 1)\n\n",
                desc, o.layers, o.kv_heads, o.head_dim, o.dtype_bytes,
-               (unsigned long long)per_pos, o.block_size);
-        printf("%-8s %12s %22s %14s\n", "layer", "share", "K+V bytes",
-               "blocks");
+               (unsigned long long)per_pos, o.block_size, floor, o.recent);
+        printf("%-8s %12s %12s %22s %14s\n", "layer", "share", "held",
+               "K+V bytes", "blocks");
         uint32_t below = 0;
         for (uint32_t k = 0; k < o.layers; ++k) {
             const int binds = shares[k] < floor;
-            printf("%-8u %11u%c %22llu %14llu\n", k, shares[k],
-                   binds ? '*' : ' ',
-                   (unsigned long long)(per_pos * shares[k]),
-                   (unsigned long long)blocks_of(shares[k], o.block_size));
+            const uint32_t held = HELD(shares[k]);
+            printf("%-8u %12u %11u%c %22llu %14llu\n", k, shares[k], held,
+                   binds ? '*' : ' ', (unsigned long long)(per_pos * held),
+                   (unsigned long long)blocks_of(held, o.block_size));
             below += (uint32_t)binds;
         }
-        printf("%-8s %12llu %22llu %14llu\n", "total",
+        printf("%-8s %12llu %12llu %22llu %14llu\n", "total",
+               (unsigned long long)share_total,
                (unsigned long long)total.positions,
                (unsigned long long)total.bytes,
                (unsigned long long)total.blocks);
-        printf("%-8s %12llu %22llu %14llu\n", "uniform",
+        printf("%-8s %12s %12llu %22llu %14llu\n", "uniform", "",
                (unsigned long long)uni.positions,
                (unsigned long long)uni.bytes, (unsigned long long)uni.blocks);
         char dp[24], db[24], dk[24];
         signed_diff(dp, sizeof dp, total.positions, uni.positions);
         signed_diff(db, sizeof db, total.bytes, uni.bytes);
         signed_diff(dk, sizeof dk, total.blocks, uni.blocks);
-        printf("%-8s %12s %22s %14s\n", "diff", dp, db, dk);
+        printf("%-8s %12s %12s %22s %14s\n", "diff", "", dp, db, dk);
         if (below > 0u)
             printf("\n* %u layer%s below %u positions: a policy with recent "
-                   "window %u keeps at least %u there, so size those buffers "
-                   "for %u.\n",
+                   "window %u holds %u there; held, bytes and blocks count "
+                   "%u.\n",
                    below, below == 1u ? " gets a share" : "s get shares",
                    floor, o.recent, floor, floor);
     }
+#undef HELD
     free(shares);
     return rc;
 }

@@ -6,9 +6,12 @@
  * bench`: retained attention mass, heavy-hitter recall (top 32), eviction
  * calls, the sum of shares and the peak positions held.
  *
- * Owns the flags, the stream bookkeeping and the output. Two or three
+ * Owns the flags (the policy choice is cli_bench_policy.c's, the names
+ * cli_options.c's), the stream bookkeeping and the output. Up to four
  * passes over the file (scan, the profile when the schedule needs it, the
- * replay); nothing is printed before the last one has read the whole file.
+ * prefill records, the decode rows), so the figures do not depend on the
+ * order of the records; nothing is printed before the last one has read
+ * the whole file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_bench_policy.h"
 #include "cli_commands.h"
 #include "cli_options.h"
 #include "cli_trace_common.h"
@@ -25,33 +29,12 @@
 
 #define MAX_STREAMS (1u << 22)
 
-/* The policies by name: the engine's scorer, whether --recent applies (the
- * others protect no recent window) and the attention sinks. */
-typedef struct rp_policy {
-    const char *name;
-    uint32_t scorer;
-    int has_recent;
-    uint32_t sinks;
-} rp_policy;
-
-static const rp_policy POLICIES[] = {
-    {"pyramidkv", PB_SCORER_WINDOW, 1, 0u},
-    {"snapkv", PB_SCORER_WINDOW, 1, 0u},
-    {"h2o", PB_SCORER_CUMULATIVE, 1, 0u},
-    {"scissorhands", PB_SCORER_VOTES, 1, 0u},
-    {"tova", PB_SCORER_LAST, 0, 0u},
-    {"streamingllm", PB_SCORER_NONE, 0, 4u},
-    {"sliding-window", PB_SCORER_NONE, 0, 0u},
-};
-#define N_POLICIES (sizeof POLICIES / sizeof POLICIES[0])
-
 typedef struct rp_opts {
     pb_cli_trace_args t; /* TRACE, --json, --per-layer */
-    const char *policy;
-    const rp_policy *pol;
+    pb_cli_policy pol;   /* --policy or --scorer, --sinks */
+    uint32_t scorer, sinks; /* what the choice runs as */
     pb_cli_sched sched;
     uint32_t budget, recent, obs, kernel;
-    int have_policy, have_sched, have_budget;
 } rp_opts;
 
 /* One (layer, KV head, query head) stream. */
@@ -87,53 +70,65 @@ typedef struct rp_state {
 
 static void help(FILE *out) {
     fprintf(out,
-        "usage: pyramidkv replay TRACE --policy NAME --schedule NAME --budget B\n"
+        "usage: pyramidkv replay TRACE [--policy NAME | --scorer S] [--sinks N]\n"
+        "                        [--schedule NAME] [--ratio R] [--budget B]\n"
         "                        [--recent N] [--obs N] [--kernel N] [--per-layer]\n"
         "                        [--json]\n"
         "\n"
         "Replays the decode rows of an attention trace (docs/trace_format.md)\n"
         "through a policy: one instance per (layer, KV head, query head) stream,\n"
         "layer l evicted down to its share under the schedule whenever it holds\n"
-        "more. Before each decode row the policy's held positions are measured\n"
+        "more. A stream's prefill record, wherever it is in the file, first\n"
+        "compresses its prompt (pb_kvcache_prefill for the window scorer; the\n"
+        "other scorers are fed its rows as decode steps); then its decode rows,\n"
+        "in file order. Before each decode row the held positions are measured\n"
         "against it: the retained attention mass (the row's mass on held\n"
         "positions over its mass on all earlier positions) and the heavy-hitter\n"
         "recall (held positions among the row's top 32); then the row is observed,\n"
-        "its position admitted, and the layer evicted if over its share. A\n"
-        "stream's prefill record, if any, first compresses its prompt\n"
-        "(pb_kvcache_prefill for the window scorer; the other scorers are fed\n"
-        "its rows as decode steps); positions no record covers are admitted\n"
-        "without observation. Eviction calls are counted during decode rows.\n"
-        "The measures are those of `pyramidkv bench`.\n"
+        "its position admitted, and the layer evicted if over its share.\n"
+        "Positions no record covers are admitted without observation. Eviction\n"
+        "calls are counted during decode rows. The measures are those of\n"
+        "`pyramidkv bench`.\n"
+        "\n"
+        "Equal total memory: a layer holds at least --recent + 1 positions\n"
+        "whatever its share; a schedule whose held total at B exceeds layers x B\n"
+        "(kvfactory's window, taper's small deep layers) runs at the largest\n"
+        "budget whose held total fits (\"scheduleBudget\", \"heldTotal\").\n"
         "\n"
         "options:\n"
-        "  --policy NAME    pyramidkv, snapkv (the window scorer; both take the\n"
-        "                   layer's share from the schedule), h2o, scissorhands,\n"
-        "                   tova, streamingllm (4 sinks) or sliding-window\n"
-        "                   (docs/spec.md §13) (required)\n"
-        "  --schedule NAME  uniform, arithmetic[:R] (R >= 1, default 4), pyramid\n"
-        "                   (arithmetic:4), kvfactory, kvfactory-balanced (window\n"
-        "                   = the prefill rows, q = the prompt), taper, curve[:R],\n"
-        "                   geometric[:R] (docs/spec.md §12), or profile (weights\n"
-        "                   k90 of this trace's own profile, each layer at least\n"
-        "                   --recent + 1) (required)\n"
-        "  --budget B       average positions per layer, > --recent (required)\n"
-        "  --recent N       newest positions never evicted [32]; tova,\n"
-        "                   streamingllm and sliding-window protect none\n"
-        "  --obs N          observation window in decode steps [16]\n"
-        "  --kernel N       pooling width, odd [7]\n"
-        "  --per-layer      also print every layer\n"
-        "  --json           one JSON document instead of the table\n"
-        "  --help           this text\n"
-        "\n"
-        "Exit status: 0 success, 1 a failed run, 2 a usage error or a malformed\n"
-        "trace (one line on stderr, nothing on stdout).\n");
+        "%s"
+        "  --schedule S   arithmetic, uniform, kvfactory, kvfactory-balanced,\n"
+        "                 taper, curve, geometric or profile (docs/spec.md §12)\n"
+        "                 [arithmetic]; S:R sets --ratio;\n"
+        "                 kvfactory's window is the prefill rows, q the prompt;\n"
+        "                 profile weights are k90 of this trace's own profile,\n"
+        "                 each layer at least --recent + 1\n"
+        "  --ratio R      arithmetic, curve, geometric: first layer's share over\n"
+        "                 the last's, >= 1 [%u]\n"
+        "  --budget B     average positions per layer, > --recent [%u]\n"
+        "  --recent N     newest positions never evicted [%u]; tova,\n"
+        "                 streaming-llm and sliding-window protect none\n"
+        "  --obs N        observation window in decode steps [%u]\n"
+        "  --kernel N     pooling width, odd [%u]\n"
+        "  --per-layer    also print every layer\n"
+        "  --json         one JSON document instead of the table\n"
+        "  --help         this text\n",
+        pb_cli_policy_help, PB_CLI_DEFAULT_RATIO,
+        PB_CLI_DEFAULT_BUDGET, PB_CLI_DEFAULT_RECENT, PB_CLI_DEFAULT_OBS,
+        PB_CLI_DEFAULT_KERNEL);
+    pb_cli_help_common(out);
 }
 
 static int parse(int argc, char **argv, rp_opts *o) {
     memset(o, 0, sizeof *o);
-    o->recent = 32u;
-    o->obs = 16u;
-    o->kernel = 7u;
+    pb_cli_policy_init(&o->pol, "replay");
+    o->budget = PB_CLI_DEFAULT_BUDGET;
+    o->recent = PB_CLI_DEFAULT_RECENT;
+    o->obs = PB_CLI_DEFAULT_OBS;
+    o->kernel = PB_CLI_DEFAULT_KERNEL;
+    (void)pb_cli_sched_parse("arithmetic", &o->sched);
+    const char *ratio = NULL;
+    int sched_ratio = 0;
     pb_cli_walk w;
     pb_cli_walk_init(&w, "replay", argc, argv);
     for (;;) {
@@ -144,51 +139,67 @@ static int parse(int argc, char **argv, rp_opts *o) {
             break;
         }
         const char *f = w.flag;
-        if (strcmp(f, "--policy") == 0) {
-            for (size_t i = 0; i < N_POLICIES; ++i)
-                if (strcmp(v, POLICIES[i].name) == 0) o->pol = &POLICIES[i];
-            if (o->pol == NULL)
-                return pb_cli_usage_error("replay",
-                                          "--policy: '%s' is not pyramidkv, "
-                                          "snapkv, h2o, scissorhands, tova, "
-                                          "streamingllm or sliding-window", v);
-            o->policy = v;
-            o->have_policy = 1;
+        int prc = 0;
+        if (strcmp(f, "--policy") == 0 || strcmp(f, "--scorer") == 0) {
+            prc = pb_cli_policy_parse(&o->pol, f, v);
+        } else if (strcmp(f, "--sinks") == 0) {
+            prc = pb_cli_parse_u32("replay", f, v, 0u, 1u << 20, &o->pol.sinks);
+            o->pol.sinks_set = 1;
         } else if (strcmp(f, "--schedule") == 0) {
             if (pb_cli_sched_parse(v, &o->sched) != 0)
-                return pb_cli_usage_error("replay",
-                                          "--schedule: '%s' is not uniform, "
-                                          "arithmetic[:R], pyramid, "
-                                          "kvfactory, kvfactory-balanced, "
-                                          "taper, curve[:R], geometric[:R] "
-                                          "or profile", v);
-            o->have_sched = 1;
+                return pb_cli_usage_error("replay", "--schedule: '%s' is not "
+                                          "%s, optionally NAME:R for the "
+                                          "ratio-taking ones", v,
+                                          pb_cli_schedule_list);
+            sched_ratio = strchr(v, ':') != NULL;
+        } else if (strcmp(f, "--ratio") == 0) {
+            ratio = v;
         } else if (strcmp(f, "--budget") == 0) {
-            if (pb_cli_parse_u32("replay", f, v, 1u, UINT32_MAX - 1u,
-                                 &o->budget) != 0)
-                return PB_CLI_USAGE;
-            o->have_budget = 1;
+            prc = pb_cli_parse_u32("replay", f, v, 1u, UINT32_MAX - 1u,
+                                   &o->budget);
         } else if (strcmp(f, "--recent") == 0) {
-            if (pb_cli_parse_u32("replay", f, v, 0u, 1u << 20, &o->recent))
-                return PB_CLI_USAGE;
+            prc = pb_cli_parse_u32("replay", f, v, 0u, 1u << 20, &o->recent);
+            o->pol.recent_set = 1;
         } else if (strcmp(f, "--obs") == 0) {
-            if (pb_cli_parse_u32("replay", f, v, 1u, 1u << 16, &o->obs))
-                return PB_CLI_USAGE;
+            prc = pb_cli_parse_u32("replay", f, v, 1u, 1u << 16, &o->obs);
+            o->pol.obs_set = 1;
         } else if (strcmp(f, "--kernel") == 0) {
-            if (pb_cli_parse_u32("replay", f, v, 1u, 1u << 16, &o->kernel))
-                return PB_CLI_USAGE;
-            if (o->kernel % 2u == 0u)
-                return pb_cli_usage_error("replay", "--kernel must be odd");
+            prc = pb_cli_parse_u32("replay", f, v, 1u, 1u << 16, &o->kernel);
+            if (prc == 0 && o->kernel % 2u == 0u)
+                return pb_cli_usage_error("replay", "--kernel: %u is not odd",
+                                          o->kernel);
+            o->pol.kernel_set = 1;
         } else {
             return pb_cli_usage_error("replay",
                                       "unknown option '%s' (see pyramidkv "
                                       "replay --help)", f);
         }
+        if (prc != 0) return PB_CLI_USAGE;
     }
-    if (!o->have_policy) return pb_cli_usage_error("replay", "--policy is required");
-    if (!o->have_sched) return pb_cli_usage_error("replay", "--schedule is required");
-    if (!o->have_budget) return pb_cli_usage_error("replay", "--budget is required");
-    if (!o->pol->has_recent) o->recent = 0u;
+    const uint32_t k = o->sched.kind;
+    const int takes_ratio = k == PB_SCHEDULE_ARITHMETIC ||
+                            k == PB_SCHEDULE_CURVE ||
+                            k == PB_SCHEDULE_GEOMETRIC;
+    if (ratio != NULL) {
+        if (!takes_ratio)
+            return pb_cli_usage_error("replay", "--ratio does not apply to "
+                                      "--schedule %s (see --help)",
+                                      o->sched.name);
+        if (sched_ratio)
+            return pb_cli_usage_error("replay", "--ratio and --schedule "
+                                      "NAME:R conflict: give the ratio once");
+        uint32_t r = 0;
+        if (pb_cli_parse_u32("replay", "--ratio", ratio, 1u, 999999u, &r))
+            return PB_CLI_USAGE;
+        char name[40];
+        snprintf(name, sizeof name, "%s:%u", pb_schedule_kind_name(k), r);
+        (void)pb_cli_sched_parse(name, &o->sched);
+    }
+    int reads_recent = 0;
+    pb_cli_policy_native(&o->pol, &o->scorer, &o->sinks, &reads_recent);
+    if (!reads_recent) o->recent = 0u;
+    if (pb_cli_policy_check(&o->pol, &o->budget, 1u, o->recent) != 0)
+        return PB_CLI_USAGE;
     if (o->budget <= o->recent)
         return pb_cli_usage_error("replay", "--budget must exceed --recent (%u)",
                                   o->recent);
@@ -212,8 +223,8 @@ static int stream_open(rp_state *s, stream *st, uint32_t layer) {
     c.pool_kernel = o->kernel;
     c.budget = share > o->recent ? share : o->recent + 1u;
     c.share = share;
-    c.scorer = o->pol->scorer;
-    c.sinks = o->pol->sinks;
+    c.scorer = o->scorer;
+    c.sinks = o->sinks;
     if (c.scorer == PB_SCORER_WINDOW && c.sinks == 0u)
         c.prefill_max_len = s->max_prompt;
     const pb_status ps = pb_kvcache_create(&c, NULL, &st->kv);
@@ -256,7 +267,7 @@ static int stream_evict(rp_state *s, stream *st) {
  * observes zeros instead: every held position scores 0. */
 static int stream_admit(rp_state *s, stream *st, uint32_t pos) {
     const float *zeros = NULL;
-    if (s->o->pol->scorer == PB_SCORER_LAST) {
+    if (s->o->scorer == PB_SCORER_LAST) {
         memset(s->attn, 0, st->n_kept * sizeof *s->attn);
         zeros = s->attn;
     }
@@ -281,7 +292,7 @@ static int on_prefill(rp_state *s, stream *st, const pb_tr_record *r,
     st->kept[0] = 0u;
     st->n_kept = 1u;
     st->last = 0u;
-    if (s->o->pol->scorer != PB_SCORER_WINDOW || s->o->pol->sinks != 0u) {
+    if (s->o->scorer != PB_SCORER_WINDOW || s->o->sinks != 0u) {
         for (uint32_t j = 0; j < r->rows; ++j) {
             const uint32_t q = r->query + j;
             if (q == 0u) continue; /* position 0 is held already */
@@ -337,7 +348,10 @@ static int on_decode(rp_state *s, stream *st, const pb_tr_record *r,
     return stream_evict(s, st);
 }
 
-static int replay(rp_state *s, const pb_cli_scan *scan) {
+/* One pass over the file feeding the records of one kind: the prefill
+ * records first, then the decode rows, so a stream's prompt is compressed
+ * before its decode rows wherever its prefill record lies in the file. */
+static int replay_pass(rp_state *s, uint32_t kind) {
     pb_tr_reader *r = NULL;
     if (pb_tr_reader_open_file(s->o->t.path, &r, s->err, s->err_len) != 0)
         return -1;
@@ -345,8 +359,8 @@ static int replay(rp_state *s, const pb_cli_scan *scan) {
     pb_tr_record rec;
     const float *v;
     int got;
-    (void)scan;
     while ((got = pb_tr_reader_next(r, &rec, &v, s->err, s->err_len)) == 1) {
+        if (rec.kind != kind) continue;
         const size_t g = rec.qhead == PB_TR_GROUP_REDUCED ? s->shape.group_size
                                                          : rec.qhead;
         stream *st = &s->streams[((size_t)rec.layer * s->shape.num_kv_heads +
@@ -360,8 +374,13 @@ static int replay(rp_state *s, const pb_cli_scan *scan) {
     return got < 0 ? -1 : 0;
 }
 
+static int replay(rp_state *s, const pb_cli_scan *scan) {
+    if (scan->prefill > 0u && replay_pass(s, PB_TR_PREFILL) != 0) return -1;
+    return replay_pass(s, PB_TR_DECODE);
+}
+
 static void report(const rp_state *s, uint64_t share_total,
-                   uint32_t used_budget) {
+                   uint64_t held_total, uint32_t used_budget) {
     const rp_opts *o = s->o;
     const uint32_t L = s->shape.num_layers;
     double mass = 0.0;
@@ -383,7 +402,7 @@ static void report(const rp_state *s, uint64_t share_total,
     if (o->t.json) {
         cJSON *doc = cJSON_CreateObject();
         cJSON_AddStringToObject(doc, "trace", o->t.path);
-        cJSON_AddStringToObject(doc, "policy", o->policy);
+        cJSON_AddStringToObject(doc, "policy", pb_cli_policy_name(&o->pol));
         cJSON_AddStringToObject(doc, "schedule", o->sched.name);
         cJSON_AddNumberToObject(doc, "budget", o->budget);
         cJSON_AddNumberToObject(doc, "scheduleBudget", used_budget);
@@ -393,6 +412,7 @@ static void report(const rp_state *s, uint64_t share_total,
         cJSON_AddNumberToObject(doc, "heavyHitterRecall", recall);
         cJSON_AddNumberToObject(doc, "evictionCalls", (double)ev);
         cJSON_AddNumberToObject(doc, "shareTotal", (double)share_total);
+        cJSON_AddNumberToObject(doc, "heldTotal", (double)held_total);
         cJSON_AddNumberToObject(doc, "peakHeldSum", (double)peak);
         cJSON *arr = cJSON_AddArrayToObject(doc, "perLayer");
         for (uint32_t l = 0; l < L; ++l) {
@@ -419,13 +439,18 @@ static void report(const rp_state *s, uint64_t share_total,
            (unsigned long long)steps);
     printf("%-10s %-14s %7s %10s %9s %9s %10s %10s\n", "policy", "schedule",
            "budget", "shares", "mass", "recall", "evictions", "peak held");
-    printf("%-10s %-14s %7u %10llu %9.6f %9.6f %10llu %10llu\n", o->policy,
+    printf("%-10s %-14s %7u %10llu %9.6f %9.6f %10llu %10llu\n",
+           pb_cli_policy_name(&o->pol),
            o->sched.name, o->budget, (unsigned long long)share_total, mass,
            recall, (unsigned long long)ev, (unsigned long long)peak);
+    if (held_total != share_total)
+        printf("(each layer holds at least --recent + 1 = %u: %llu positions "
+               "held)\n", o->recent + 1u, (unsigned long long)held_total);
     if (used_budget != o->budget)
-        printf("(%s's total at %u exceeds %u x %u: it ran at budget %u, the "
-               "largest that fits)\n", o->sched.name, o->budget, L,
-               o->budget, used_budget);
+        printf("(%s's held total at %u exceeds %u x %u: it ran at budget %u, "
+               "the largest that fits)\n", o->sched.name, o->budget, L,
+               o->budget > o->recent ? o->budget : o->recent + 1u,
+               used_budget);
     if (!o->t.per_layer) return;
     printf("\n%5s %8s %8s %9s %9s %10s %8s\n", "layer", "share", "rows", "mass",
            "recall", "evictions", "peak");
@@ -495,23 +520,25 @@ int pb_cli_replay(int argc, char **argv) {
             pb_profile_destroy(prof);
         }
     }
-    uint64_t share_total = 0;
-    /* kvfactory's window: the prefill records' rows (8 without any). */
+    uint64_t share_total = 0, held_total = 0;
+    /* kvfactory's window: the prefill records' rows (8 without any); every
+     * layer holds at least --recent + 1 (the instance's effective share). */
     uint32_t used_budget = o.budget;
     const pb_cli_sched_ctx ctx = {o.budget, L,
                                   scan.max_window ? scan.max_window : 8u,
-                                  scan.max_prompt, weights, o.recent + 1u};
+                                  scan.max_prompt, weights, o.recent + 1u,
+                                  o.recent + 1u};
     if (rc == 0 &&
-        pb_cli_sched_shares(&o.sched, &ctx, shares, &share_total,
+        pb_cli_sched_shares(&o.sched, &ctx, shares, &share_total, &held_total,
                             &used_budget, err, sizeof err) != 0)
-        rc = 1;
+        rc = 2; /* the schedule refuses these values */
     for (uint32_t l = 0; rc == 0 && l < L; ++l) s.layers[l].share = shares[l];
     if (rc == 0 && scan.decode == 0u) {
         snprintf(err, sizeof err, "no decode row: replay feeds decode rows");
         rc = 2;
     }
     if (rc == 0 && replay(&s, &scan) != 0) rc = 2;
-    if (rc == 0) report(&s, share_total, used_budget);
+    if (rc == 0) report(&s, share_total, held_total, used_budget);
     else if (rc == 2) (void)pb_cli_trace_error("replay", o.t.path, err);
     else fprintf(stderr, "pyramidkv replay: %s\n", err);
     for (size_t i = 0; s.streams != NULL && i < s.n_streams; ++i) {

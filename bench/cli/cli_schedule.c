@@ -71,26 +71,22 @@ int pb_cli_schedule_kinds(const char *cmd, const pb_cli_schedule_flags *f,
     for (;;) {
         const char *comma = strchr(p, ',');
         const size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char name[32];
         uint32_t k = 0;
-        if (len >= sizeof name || *n == PB_CLI_MAX_SCHEDULES) goto bad;
-        memcpy(name, p, len);
-        name[len] = '\0';
-        if (pb_schedule_kind_from_name(name, &k) != PB_OK) goto bad;
+        if (*n == PB_CLI_MAX_SCHEDULES || pb_cli_lookup_schedule(p, len, &k))
+            goto bad;
         for (size_t i = 0; i < *n; ++i)
             if (kinds[i] == k)
-                return pb_cli_usage_error(cmd, "--schedule: '%s' given twice",
-                                          name);
+                return pb_cli_usage_error(cmd, "--schedule: '%.*s' given "
+                                          "twice", (int)(len > 40 ? 40 : len),
+                                          p);
         kinds[(*n)++] = k;
         if (comma == NULL) return 0;
         p = comma + 1;
         continue;
     bad:
-        return pb_cli_usage_error(
-            cmd,
-            "--schedule: '%.*s' is not one of arithmetic, uniform, kvfactory, "
-            "kvfactory-balanced, taper, curve, geometric, profile (at most %u)",
-            (int)(len > 40 ? 40 : len), p, PB_CLI_MAX_SCHEDULES);
+        return pb_cli_usage_error(cmd, "--schedule: '%.*s' is not %s (at most "
+                                  "%u)", (int)(len > 40 ? 40 : len), p,
+                                  pb_cli_schedule_list, PB_CLI_MAX_SCHEDULES);
     }
 }
 

@@ -23,8 +23,8 @@ static void help(FILE *out) {
     fprintf(out,
         "usage: pyramidkv trace FILE [--dump]\n"
         "       pyramidkv trace --make KIND --out FILE [--layers L] [--kv-heads H]\n"
-        "                       [--group G] [--prompt N] [--window W] [--decode D]\n"
-        "                       [--dtype f32|f16] [--seed S]\n"
+        "                       [--group G] [--prompt-len N] [--window W]\n"
+        "                       [--decode D] [--dtype f32|f16] [--seed S]\n"
         "\n"
         "With FILE: reads an attention trace (docs/trace_format.md) through,\n"
         "checking every checksum and field, and prints its shape and records.\n"
@@ -45,15 +45,13 @@ static void help(FILE *out) {
         "  --kv-heads H    1 .. 64 [2]\n"
         "  --group G       query heads per KV head written separately, 1 .. 64;\n"
         "                  0 writes one record per KV head, the group reduced [0]\n"
-        "  --prompt N      prompt positions, W+1 .. 1048576 [1024]\n"
+        "  --prompt-len N  prompt positions, W+1 .. 1048576 [1024]\n"
         "  --window W      observation-window rows, 1 .. 1024 [32]\n"
         "  --decode D      decode rows after the prompt, 0 .. 65536 [32]\n"
         "  --dtype T       f32 or f16 [f32]\n"
         "  --seed S        [7]\n"
-        "  --help          this text\n"
-        "\n"
-        "Exit status: 0 success, 2 a usage error or a malformed trace (one line\n"
-        "on stderr, nothing on stdout).\n");
+        "  --help          this text\n");
+    pb_cli_help_common(out);
 }
 
 static int make(int argc, char **argv) {
@@ -95,7 +93,7 @@ static int make(int argc, char **argv) {
         if (strcmp(f, "--layers") == 0) dst = &p.layers, lo = 1, hi = 4096;
         else if (strcmp(f, "--kv-heads") == 0) dst = &p.kv_heads, lo = 1, hi = 64;
         else if (strcmp(f, "--group") == 0) dst = &p.group, lo = 0, hi = 64;
-        else if (strcmp(f, "--prompt") == 0) dst = &p.prompt, lo = 2, hi = 1048576;
+        else if (strcmp(f, "--prompt-len") == 0) dst = &p.prompt, lo = 2, hi = 1048576;
         else if (strcmp(f, "--window") == 0) dst = &p.window, lo = 1, hi = 1024;
         else if (strcmp(f, "--decode") == 0) dst = &p.decode, lo = 0, hi = 65536;
         else if (strcmp(f, "--seed") == 0) dst = &p.seed, lo = 0, hi = UINT32_MAX;
@@ -110,11 +108,11 @@ static int make(int argc, char **argv) {
     if (!have_kind) return pb_cli_usage_error("trace", "--make is required");
     if (out == NULL) return pb_cli_usage_error("trace", "--out is required");
     if (p.window >= p.prompt)
-        return pb_cli_usage_error("trace", "--window must be below --prompt");
+        return pb_cli_usage_error("trace", "--window must be below --prompt-len");
     char err[256];
     if (pb_trs_write(out, &p, err, sizeof err) != 0) {
         fprintf(stderr, "pyramidkv trace: %s: %s\n", out, err);
-        return 1;
+        return PB_CLI_USAGE; /* an output file that cannot be written */
     }
     return 0;
 }
@@ -219,24 +217,28 @@ int pb_cli_trace(int argc, char **argv) {
     int want_dump = 0;
     for (int i = 1; i < argc; ++i)
         if (strncmp(argv[i], "--make", 6) == 0) return make(argc, argv);
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    pb_cli_walk w;
+    pb_cli_walk_init(&w, "trace", argc, argv);
+    for (;;) {
+        if (w.next < w.argc && w.argv[w.next][0] != '-') {
+            if (path != NULL)
+                return pb_cli_usage_error("trace", "more than one FILE given");
+            path = w.argv[w.next++];
+            continue;
+        }
+        const int rc = pb_cli_walk_next(&w);
+        if (rc == 0) break;
+        if (rc != 1) return PB_CLI_USAGE;
+        if (strcmp(w.flag, "--help") == 0) {
             help(stdout);
             return 0;
         }
-        if (strcmp(argv[i], "--dump") == 0) {
-            want_dump = 1;
-            continue;
-        }
-        if (argv[i][0] != '-') {
-            if (path != NULL)
-                return pb_cli_usage_error("trace", "more than one FILE given");
-            path = argv[i];
-        } else {
+        if (strcmp(w.flag, "--dump") != 0)
             return pb_cli_usage_error("trace",
                                       "unknown option '%s' (see pyramidkv "
-                                      "trace --help)", argv[i]);
-        }
+                                      "trace --help)", w.flag);
+        if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
+        want_dump = 1;
     }
     if (path == NULL)
         return pb_cli_usage_error("trace",

@@ -146,13 +146,10 @@ static void sched_set(pb_cli_sched *s, uint32_t kind, uint32_t ratio) {
 }
 
 int pb_cli_sched_parse(const char *text, pb_cli_sched *out) {
-    char name[32];
-    uint32_t ratio = 4u;
+    uint32_t ratio = PB_CLI_DEFAULT_RATIO;
     const char *colon = strchr(text, ':');
     const size_t len = colon ? (size_t)(colon - text) : strlen(text);
-    if (len == 0u || len >= sizeof name) return -1;
-    memcpy(name, text, len);
-    name[len] = '\0';
+    if (len == 0u) return -1;
     if (colon != NULL) {
         const char *d = colon + 1;
         if (*d == '\0' || strlen(d) > 6) return -1;
@@ -164,12 +161,7 @@ int pb_cli_sched_parse(const char *text, pb_cli_sched *out) {
         if (ratio == 0u) return -1;
     }
     uint32_t kind = 0;
-    if (strcmp(name, "pyramid") == 0) {
-        if (colon != NULL) return -1;
-        kind = PB_SCHEDULE_ARITHMETIC;
-    } else if (pb_schedule_kind_from_name(name, &kind) != PB_OK) {
-        return -1;
-    }
+    if (pb_cli_lookup_schedule(text, len, &kind) != 0) return -1;
     if (colon != NULL && kind != PB_SCHEDULE_ARITHMETIC &&
         kind != PB_SCHEDULE_CURVE && kind != PB_SCHEDULE_GEOMETRIC)
         return -1;
@@ -193,9 +185,10 @@ size_t pb_cli_sched_all(pb_cli_sched *out, size_t cap) {
     return n;
 }
 
+/* The shares at `budget`, their sum and the held total. */
 static pb_status shares_at(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
                            uint32_t budget, uint32_t *shares,
-                           uint64_t *total) {
+                           uint64_t *total, uint64_t *held) {
     pb_schedule sc = PB_SCHEDULE_DEFAULT;
     sc.kind = s->kind;
     sc.num_layers = c->layers;
@@ -205,29 +198,37 @@ static pb_status shares_at(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
     sc.prompt_len = c->prompt_len;
     sc.weights = c->weights;
     sc.min_share = c->min_share < budget ? c->min_share : budget;
-    return pb_kvcache_schedule_shares(&sc, shares, c->layers, total);
+    const pb_status st =
+        pb_kvcache_schedule_shares(&sc, shares, c->layers, total);
+    *held = 0u;
+    for (uint32_t l = 0; st == PB_OK && l < c->layers; ++l)
+        *held += shares[l] > c->floor ? shares[l] : c->floor;
+    return st;
 }
 
 int pb_cli_sched_shares(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
-                        uint32_t *shares, uint64_t *total, uint32_t *used,
-                        char *err, size_t err_len) {
-    const uint64_t cap = (uint64_t)c->layers * c->budget;
-    pb_status st = shares_at(s, c, c->budget, shares, total);
+                        uint32_t *shares, uint64_t *share_total,
+                        uint64_t *held, uint32_t *used, char *err,
+                        size_t err_len) {
+    const uint64_t cap =
+        (uint64_t)c->layers * (c->budget > c->floor ? c->budget : c->floor);
+    pb_status st = shares_at(s, c, c->budget, shares, share_total, held);
     *used = c->budget;
-    if (st == PB_OK && *total > cap) {
-        /* The largest budget below whose total fits. The totals grow with
-         * the budget and a schedule refuses only small budgets (kvfactory:
-         * not above the window), so "refused or fits" holds up to some
-         * budget and not above it: bisect for that budget. */
+    if (st == PB_OK && *held > cap) {
+        /* The largest budget below whose held total fits. The totals grow
+         * with the budget and a schedule refuses only small budgets
+         * (kvfactory: not above the window), so "refused or fits" holds up
+         * to some budget and not above it: bisect for that budget. */
         uint32_t lo = 0u, hi = c->budget; /* the predicate holds at lo, not hi */
         while (hi - lo > 1u) {
             const uint32_t mid = lo + (hi - lo) / 2u;
-            uint64_t t = 0;
-            const pb_status ms = shares_at(s, c, mid, shares, &t);
-            if (ms != PB_OK || t <= cap) lo = mid;
+            uint64_t t = 0, h = 0;
+            const pb_status ms = shares_at(s, c, mid, shares, &t, &h);
+            if (ms != PB_OK || h <= cap) lo = mid;
             else hi = mid;
         }
-        st = lo == 0u ? PB_ERR_PARAM : shares_at(s, c, lo, shares, total);
+        st = lo == 0u ? PB_ERR_PARAM
+                      : shares_at(s, c, lo, shares, share_total, held);
         *used = lo;
     }
     if (st != PB_OK) {

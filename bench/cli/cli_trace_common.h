@@ -72,10 +72,9 @@ typedef struct pb_cli_sched {
     char name[32];  /* "uniform", "arithmetic:4", "kvfactory", "profile" */
 } pb_cli_sched;
 
-/* Parses a kind name of pb_schedule_kind_from_name ("uniform",
- * "arithmetic", "kvfactory", "kvfactory-balanced", "taper", "curve",
- * "geometric", "profile"), optionally ":R" for the ratio of arithmetic,
- * curve and geometric (default 4), or "pyramid" (arithmetic:4). 0 or -1. */
+/* Parses a schedule name or alias (pb_cli_lookup_schedule), optionally
+ * ":R" for the ratio of arithmetic, curve and geometric (default
+ * PB_CLI_DEFAULT_RATIO). 0 or -1. */
 int pb_cli_sched_parse(const char *text, pb_cli_sched *out);
 
 /* The schedules `calibrate` compares, in its order: uniform,
@@ -85,22 +84,28 @@ size_t pb_cli_sched_all(pb_cli_sched *out, size_t cap);
 
 /* What a schedule needs beyond its kind: the average budget, the layers,
  * the observation window (kvfactory's w), the prompt length (kvfactory's
- * q, 0 if unknown), the profile weights and the profile's min_share. */
+ * q, 0 if unknown), the profile weights, the profile's min_share, and the
+ * floor: the fewest positions a layer holds whatever its share (the
+ * policy's recent window + 1, docs/spec.md §3.2; 0 for none). */
 typedef struct pb_cli_sched_ctx {
     uint32_t budget, layers, window, prompt_len;
     const uint32_t *weights;
     uint32_t min_share;
+    uint32_t floor;
 } pb_cli_sched_ctx;
 
 /* Every layer's share by pb_kvcache_schedule_shares, written to
- * shares[0 .. layers-1], and their sum to *total, at equal memory: when
- * the schedule's total at the budget exceeds layers x budget (kvfactory
- * adds the window to every layer), the largest budget whose total fits is
- * used instead, written to *used (else *used = budget). 0, or -1 with a
- * message (the schedule's status: e.g. kvfactory with a budget not above
- * the window). */
+ * shares[0 .. layers-1], their sum to *share_total and the positions the
+ * layers hold, the sum of max(share, floor), to *held, at equal total
+ * memory: when the held total at the budget exceeds what uniform budgets
+ * hold (layers x max(budget, floor)) - kvfactory adds the window to every
+ * layer, the floor lifts taper's deep layers - the largest budget whose
+ * held total fits is used instead, written to *used (else *used =
+ * budget). 0, or -1 with a message (the schedule's status: e.g. kvfactory
+ * with a budget not above the window). */
 int pb_cli_sched_shares(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
-                        uint32_t *shares, uint64_t *total, uint32_t *used,
-                        char *err, size_t err_len);
+                        uint32_t *shares, uint64_t *share_total,
+                        uint64_t *held, uint32_t *used, char *err,
+                        size_t err_len);
 
 #endif /* PB_CLI_TRACE_COMMON_H */

@@ -40,7 +40,10 @@ static void usage(FILE *out) {
             pb_version_string());
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n'pyramidkv <command> --help' describes a command.\n");
+    fprintf(out, "\n'pyramidkv <command> --help' describes a command; "
+                 "docs/cli.md has the one\nvocabulary of all of them. Exit "
+                 "status: 0 success, 1 a run that failed, 2 a\nusage or input "
+                 "error.\n");
 }
 
 int main(int argc, char **argv) {

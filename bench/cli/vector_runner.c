@@ -234,5 +234,6 @@ void pb_vector_print_step_counts(FILE *out, const pb_vector_totals *totals) {
 }
 
 int pb_vector_exit_status(const pb_vector_totals *totals) {
-    return totals->failed == 0u && totals->unreadable == 0u ? 0 : 1;
+    if (totals->unreadable != 0u) return 2; /* an input error */
+    return totals->failed == 0u ? 0 : 1;
 }

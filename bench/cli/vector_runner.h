@@ -64,7 +64,8 @@ void pb_vector_print_summary(FILE *out, const pb_vector_totals *totals);
 /* Prints how many steps of each call ran (one line), for --verbose. */
 void pb_vector_print_step_counts(FILE *out, const pb_vector_totals *totals);
 
-/* 0 when every case passed and every document was readable, else 1. */
+/* 0 when every case passed and every document was readable; 2 when a
+ * document could not be read (an input error); else 1 (a failing case). */
 int pb_vector_exit_status(const pb_vector_totals *totals);
 
 #endif /* PB_BENCH_VECTOR_RUNNER_H */

@@ -4,12 +4,15 @@
  * The reader holds one record at a time and never trusts a size before it
  * has read the bytes: a payload buffer grows only as payload bytes arrive.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "trace_io.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const unsigned char MAGIC[8] = {0x89u, 'P', 'B', 'T', 'R',
                                        '\r',  '\n', 0x1Au};
@@ -288,6 +291,13 @@ int pb_tr_reader_open_file(const char *path, pb_tr_reader **out, char *err,
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         say(err, err_len, "cannot open the file");
+        return -1;
+    }
+    /* A directory opens for reading but reads as nothing. */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        say(err, err_len, "a directory, not a regular file");
+        fclose(f);
         return -1;
     }
     if (pb_tr_reader_open(file_read, f, out, err, err_len) != 0) {

@@ -326,7 +326,7 @@ typedef enum pb_row_stores {
                                   last-level cache, as for a whole model,
                                   on some machines and not on others
                                   (measure); costs when they fit
-                                  (docs/speed.md) */
+                                  (docs/performance.md) */
 } pb_row_stores;
 
 /* Options of the native create. Defaults in brackets. */

@@ -166,7 +166,7 @@ void fz_op_prefill(fz_ctx *c) {
     pb_status want = PB_OK;
     /* Without a workspace, the create-time reservation serves every prompt
      * up to options.prefill_max_len, whatever the kernel (the header, since
-     * robustness.md finding 2): no tolerance here. */
+     * a fuzz finding settled it): no tolerance here. */
     const uint8_t null_arg = fz_rd_u8(&c->rd) % 16u;
     if (null_arg < 3u) want = PB_ERR_NULL;
     else if (call_len == 0u || rows == 0u || rows > call_len ||

@@ -309,7 +309,7 @@ static void evict_victims_exact_capacity(void **state) {
 
 /* With recent_window 0, budget 0 empties the instance; then any position,
  * 0 included, is above every held one (a fuzz finding against the engine
- * in progress; see docs/robustness.md). */
+ * in progress, kept as corpus/native_api/regress-observe-0-*). */
 static void evict_to_empty_then_observe_zero(void **state) {
     (void)state;
     const pb_kvcache_pyramidkv_params p = {4u, 0u, 1u, 1u, 0u, 2u, 1u};

@@ -3,7 +3,10 @@
  * argv[1]): `trace`, `calibrate` and `replay` on the malformed files of
  * docs/trace_format.md (truncated, bit-flipped, wrong magic, wrong version,
  * oversize header, missing) each exit with status 2, print nothing on
- * stdout and exactly one line on stderr holding the documented message;
+ * stdout and exactly one line on stderr holding the documented message
+ * (a directory is named as such); replay gives the same figures for the
+ * same records in another order; calibrate --plot keeps the PNG off
+ * stdout;
  * and `calibrate` on synthetic 32-layer traces recommends a funnel for the
  * funnel profile and an inverted or uniform schedule for the inverted one.
  */
@@ -247,7 +250,7 @@ static void calibrate_recommends_by_profile(void **state) {
     }
     /* Every policy of the family replays the same trace. */
     const char *pol[] = {"snapkv", "h2o", "scissorhands", "tova",
-                         "streamingllm", "sliding-window"};
+                         "streaming-llm", "sliding-window"};
     for (size_t p = 0; p < sizeof pol / sizeof pol[0]; ++p) {
         char args[256];
         snprintf(args, sizeof args,
@@ -264,6 +267,114 @@ static void calibrate_recommends_by_profile(void **state) {
     remove("tc_err.txt");
 }
 
+/* Copies trace `from` to `to` with every prefill record after all the
+ * decode rows (each stream's decode rows keep their order). */
+static void write_prefill_last(const char *from, const char *to) {
+    char err[256];
+    pb_tr_reader *r = NULL;
+    assert_int_equal(pb_tr_reader_open_file(from, &r, err, sizeof err), 0);
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(to, pb_tr_reader_shape(r), &w, err,
+                                       sizeof err), 0);
+    pb_tr_record rec;
+    const float *v;
+    pb_tr_record held[64];
+    float *vals[64];
+    size_t n_held = 0;
+    while (pb_tr_reader_next(r, &rec, &v, err, sizeof err) == 1) {
+        if (rec.kind == PB_TR_DECODE) {
+            assert_int_equal(pb_tr_writer_add(w, &rec, v, err, sizeof err), 0);
+            continue;
+        }
+        assert_true(n_held < 64u);
+        const size_t n = (size_t)rec.rows * rec.length;
+        vals[n_held] = malloc(n * sizeof(float));
+        assert_non_null(vals[n_held]);
+        memcpy(vals[n_held], v, n * sizeof(float));
+        held[n_held++] = rec;
+    }
+    for (size_t i = 0; i < n_held; ++i) {
+        assert_int_equal(pb_tr_writer_add(w, &held[i], vals[i], err,
+                                          sizeof err), 0);
+        free(vals[i]);
+    }
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+    pb_tr_reader_close(r);
+}
+
+/* stdout without the line naming the trace file. */
+static void strip_trace_line(const char *out, char *buf, size_t cap) {
+    const char *t = strstr(out, "\"trace\":");
+    const char *nl = t ? strchr(t, '\n') : NULL;
+    assert_non_null(nl);
+    snprintf(buf, cap, "%.*s%s", (int)(t - out), out, nl);
+}
+
+/* docs/trace_format.md: records may come in any order. replay gives the
+ * same figures whether a stream's prefill record comes before or after
+ * its decode rows, for every policy and a schedule that reads the prefill
+ * (kvfactory's window) and one that does not. */
+static void replay_any_record_order(void **state) {
+    (void)state;
+    static run_out a, b;
+    static char sa[65536], sb[65536];
+    run("trace --make funnel --out tc_order.trace --layers 4 --kv-heads 2 "
+        "--group 2 --prompt 96 --window 8 --decode 12", &a);
+    assert_int_equal(a.status, 0);
+    write_prefill_last("tc_order.trace", "tc_order_last.trace");
+    const char *pol[] = {"pyramidkv", "snapkv", "h2o", "scissorhands", "tova",
+                         "streaming-llm", "sliding-window"};
+    const char *sch[] = {"arithmetic", "kvfactory"};
+    for (size_t p = 0; p < sizeof pol / sizeof pol[0]; ++p)
+        for (size_t k = 0; k < 2; ++k) {
+            char args[256];
+            snprintf(args, sizeof args, "replay tc_order.trace --policy %s "
+                     "--schedule %s --budget 40 --json", pol[p], sch[k]);
+            run(args, &a);
+            snprintf(args, sizeof args, "replay tc_order_last.trace --policy "
+                     "%s --schedule %s --budget 40 --json", pol[p], sch[k]);
+            run(args, &b);
+            if (a.status != 0 || b.status != 0)
+                fail_msg("%s: %d %d %s %s", args, a.status, b.status, a.err,
+                         b.err);
+            strip_trace_line(a.out, sa, sizeof sa);
+            strip_trace_line(b.out, sb, sizeof sb);
+            if (strcmp(sa, sb) != 0)
+                fail_msg("%s: the figures depend on the record order:\n%s\n"
+                         "---\n%s", args, sa, sb);
+        }
+    remove("tc_order.trace");
+    remove("tc_order_last.trace");
+}
+
+/* A directory given as a trace is named as such (not "truncated header"),
+ * exit status 2. */
+static void directory_as_trace(void **state) {
+    (void)state;
+    expect_refused(".", "a directory, not a regular file");
+}
+
+/* calibrate --json --plot never writes the plot on stdout: an unwritable
+ * FILE is an input error before anything is printed, and a good one
+ * leaves stdout one JSON document. */
+static void calibrate_plot_off_stdout(void **state) {
+    (void)state;
+    static run_out r;
+    run("trace --make funnel --out tc_plot.trace --layers 4 --kv-heads 1 "
+        "--prompt 64 --window 8 --decode 3", &r);
+    assert_int_equal(r.status, 0);
+    run("calibrate tc_plot.trace --json --plot tc_no_such_dir/x.png", &r);
+    if (r.status != 2 || r.out[0] != '\0' || strstr(r.err, "--plot") == NULL)
+        fail_msg("unwritable --plot: status %d, stdout '%.8s', stderr '%s'",
+                 r.status, r.out, r.err);
+    run("calibrate tc_plot.trace --json --plot tc_plot.png", &r);
+    assert_int_equal(r.status, 0);
+    assert_true(r.out[0] == '{'); /* JSON, no PNG signature */
+    assert_null(memchr(r.out, 0x89, strlen(r.out)));
+    remove("tc_plot.trace");
+    remove("tc_plot.png");
+}
+
 static void usage_errors(void **state) {
     (void)state;
     static run_out r;
@@ -273,6 +384,11 @@ static void usage_errors(void **state) {
         "uniform --budget 64", "replay x --policy snapkv --schedule odd "
         "--budget 64", "replay x --policy snapkv --schedule uniform",
         "replay x --policy snapkv --schedule uniform --budget 32",
+        "replay x --policy h2o --scorer none",
+        "replay x --schedule arithmetic:2 --ratio 2",
+        "replay x --schedule uniform --ratio 2",
+        "replay x --budget 64 --budget 64",
+        "calibrate x --plot a.png --plot b.png",
         "trace", "trace --make spiral --out x", "trace --make flat",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
@@ -299,6 +415,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(malformed_files),
         cmocka_unit_test(calibrate_recommends_by_profile),
         cmocka_unit_test(usage_errors),
+        cmocka_unit_test(replay_any_record_order),
+        cmocka_unit_test(directory_as_trace),
+        cmocka_unit_test(calibrate_plot_off_stdout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * test_cli_bench_plan.c - `pyramidkv bench` and `pyramidkv plan` as a user
  * runs them (the built program, through popen): the commands of
- * docs/benchmarks.md (nine published figures; flat layer 0 at ratio 1), the JSON keys,
+ * docs/performance.md (nine published figures; flat layer 0 at ratio 1), the JSON keys,
  * the plan's arithmetic against pb_kvcache_pyramid_budget and the byte and
  * block formulas, --help, and usage errors: exit status 2 with one line on
  * stderr naming the flag.
@@ -47,9 +47,8 @@ static void test_usage_errors(void **state) {
     cli_expect_usage_error("bench stray", "stray");
     cli_expect_usage_error("bench --layers 4096 --budget 4096 --ratio 1,4096",
                            "--layers");
-    cli_expect_usage_error("plan", "--budget");
-    cli_expect_usage_error("plan --budget 512 --layers 32", "--ratio");
-    cli_expect_usage_error("plan --budget 512 --ratio 4", "--layers");
+    cli_expect_usage_error("plan --budget 512 --budget 256", "--budget");
+    cli_expect_usage_error("plan --recent 8 --recent-window 8", "--recent");
     cli_expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --block-size 0",
                            "--block-size");
     cli_expect_usage_error("plan --budget 512 --layers 32 --ratio 4 --kv-heads x",
@@ -189,41 +188,45 @@ static void check_plan(const plan_case *c) {
              c->block);
     cJSON *doc = cli_json(args);
     const double per_pos = 2.0 * c->heads * (double)c->dim * c->dtype;
+    const uint32_t floor = 33u; /* the default --recent 32, plus one */
     assert_true(cli_num(doc, "bytesPerPosition") == per_pos);
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(doc, "perLayer");
     assert_int_equal(cJSON_GetArraySize(pl), (int)c->layers);
-    double total_share = 0, total_bytes = 0, total_blocks = 0;
+    double total_share = 0, total_held = 0, total_bytes = 0, total_blocks = 0;
     for (uint32_t k = 0; k < c->layers; ++k) {
         const cJSON *l = cJSON_GetArrayItem(pl, (int)k);
         const uint32_t share =
             pb_kvcache_pyramid_budget(c->budget, k, c->layers, c->ratio);
-        const uint64_t blocks = share / c->block + (share % c->block != 0u);
+        const uint32_t held = share > floor ? share : floor;
+        const uint64_t blocks = held / c->block + (held % c->block != 0u);
         assert_true(cli_num(l, "layer") == (double)k);
         assert_true(cli_num(l, "share") == (double)share);
-        assert_true(cli_num(l, "bytes") == per_pos * (double)share);
+        assert_true(cli_num(l, "held") == (double)held);
+        assert_true(cli_num(l, "bytes") == per_pos * (double)held);
         assert_true(cli_num(l, "blocks") == (double)blocks);
         total_share += share;
-        total_bytes += per_pos * (double)share;
+        total_held += held;
+        total_bytes += per_pos * (double)held;
         total_blocks += (double)blocks;
     }
     assert_true(cli_num(doc, "total") == total_share);
+    assert_true(cli_num(doc, "held") == total_held);
     const cJSON *shares = cJSON_GetObjectItemCaseSensitive(doc, "shares");
     assert_int_equal(cJSON_GetArraySize(shares), (int)c->layers);
     assert_string_equal(
         cJSON_GetObjectItemCaseSensitive(doc, "schedule")->valuestring,
         "arithmetic");
+    assert_true(total_share == (double)pb_kvcache_pyramid_total(
+                                   c->budget, c->layers, c->ratio));
     const cJSON *total = cJSON_GetObjectItemCaseSensitive(doc, "totals");
-    assert_true(cli_num(total, "positions") == total_share);
-    assert_true(cli_num(total, "positions") ==
-                (double)pb_kvcache_pyramid_total(c->budget, c->layers,
-                                                 c->ratio));
+    assert_true(cli_num(total, "positions") == total_held);
     assert_true(cli_num(total, "bytes") == total_bytes);
     assert_true(cli_num(total, "blocks") == total_blocks);
     const cJSON *uni = cJSON_GetObjectItemCaseSensitive(doc, "uniform");
-    const double ublocks =
-        (double)(c->budget / c->block + (c->budget % c->block != 0u));
-    assert_true(cli_num(uni, "positions") == (double)c->budget * c->layers);
-    assert_true(cli_num(uni, "bytes") == per_pos * c->budget * c->layers);
+    const uint32_t uheld = c->budget > floor ? c->budget : floor;
+    const double ublocks = (double)(uheld / c->block + (uheld % c->block != 0u));
+    assert_true(cli_num(uni, "positions") == (double)uheld * c->layers);
+    assert_true(cli_num(uni, "bytes") == per_pos * uheld * c->layers);
     assert_true(cli_num(uni, "blocks") == ublocks * c->layers);
     cJSON_Delete(doc);
 }
@@ -240,6 +243,27 @@ static void test_plan_arithmetic(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
         check_plan(&cases[i]);
+
+    /* Equal total memory counts what the layers hold: taper at budget 64
+     * over 8 layers gives the deep layers 22 and 5, below the floor of 33
+     * (recent 32 + 1), so they hold 33 each: 551 positions, +39 against
+     * uniform's 512, not the shares' +0. */
+    cJSON *tp = cli_json("plan --schedule taper --budget 64 --layers 8 --json");
+    assert_true(cli_num(tp, "total") == 512.0);
+    assert_true(cli_num(tp, "held") == 551.0);
+    assert_true(cli_num(cJSON_GetObjectItemCaseSensitive(tp, "totals"),
+                        "positions") == 551.0);
+    cJSON_Delete(tp);
+    char *text = NULL;
+    assert_int_equal(cli_run("plan --schedule taper --budget 64 --layers 8", 0,
+                             &text), 0);
+    assert_non_null(strstr(text, "+39"));
+    free(text);
+    /* With --recent 0 nothing is lifted: held is the shares' sum. */
+    tp = cli_json("plan --schedule taper --budget 64 --layers 8 --recent 0 "
+                  "--json");
+    assert_true(cli_num(tp, "held") == 512.0);
+    cJSON_Delete(tp);
 
     /* The text form has a row per layer and the totals. */
     char *out = NULL;
@@ -306,12 +330,13 @@ static void test_plan_schedules(void **state) {
         assert_true(cli_num(doc, "total") == (double)total);
         cJSON_Delete(doc);
     }
-    /* The paper-code overshoot shows in the text form. */
+    /* The paper-code overshoot shows in the text form: shares 2288, held
+     * 2303 (three deep layers lifted to 33), +255 against uniform. */
     char *out = NULL;
     assert_int_equal(cli_run("plan --budget 64 --layers 32 --schedule "
                              "kvfactory --window 8 --beta 20", 0, &out), 0);
     assert_non_null(strstr(out, "\ntotal            2288"));
-    assert_non_null(strstr(out, "+240"));
+    assert_non_null(strstr(out, "+255"));
     free(out);
     cli_expect_usage_error("plan --budget 64 --layers 4 --schedule nope",
                            "--schedule");
