@@ -51,7 +51,7 @@
  * row is rewritten and the old layout is forgotten. The filter's evicts
  * read either layout and add holes to the new one (holes + n_lazy stay
  * within pb__lazy_room); anything else first moves the rows not yet
- * rewritten (finish_lazy). The lazy state never has prefix folds, and has
+ * rewritten (pb__window_finish_lazy). The lazy state never has prefix folds, and has
  * no hole unless the sums are kept (or were when the hole came).
  *
  * Doors other than the scorer's own (the prefill door) may write pos, kept, slot
@@ -257,8 +257,8 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 /* The filtered and the streaming paths take at most this many victims ... */
 #define PB__FILTER_MAX_NEEDED ((size_t)64)
 
-/* The least allowance of holes (policy_config.c), and the least a cheap
- * evict lets gather before it compacts (policy.c). */
+/* The least allowance of holes (window_scorer.c, max_holes_of), and the
+ * least a cheap evict lets gather before it compacts (window_evict.c). */
 #define PB__HOLES_MIN ((size_t)8)
 
 /* The least margin of the filtered scan's guessed bound: 2^-20 of the
@@ -268,7 +268,7 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 /* Dead columns a ring row of the lazy state's old layout may hold: the
  * holes and the victims of the evict that entered it (drop_ranks compacts
  * at once beyond). 1/32 of the capacity, at least twice the holes'
- * allowance (policy_config.c), and at least one cheap evict's victims;
+ * allowance (window_scorer.c), and at least one cheap evict's victims;
  * from a capacity of 2,048 on the ring carries no fixed columns for it. */
 static inline size_t pb__lazy_room(size_t capacity) {
     return capacity / 32u > PB__FILTER_MAX_NEEDED ? capacity / 32u
