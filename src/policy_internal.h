@@ -251,10 +251,10 @@ typedef struct pb__scorer_ops {
  * policy_config.c that maps a pb_scorer to them (NULL for an unknown
  * one). */
 extern const pb__scorer_ops pb__window_ops;     /* window_scorer.c */
-extern const pb__scorer_ops pb__cumulative_ops; /* score_sources.c */
-extern const pb__scorer_ops pb__last_ops;       /* score_sources.c */
-extern const pb__scorer_ops pb__votes_ops;      /* score_sources.c */
-extern const pb__scorer_ops pb__none_ops;       /* score_sources.c */
+extern const pb__scorer_ops pb__cumulative_ops; /* score_cumulative.c */
+extern const pb__scorer_ops pb__last_ops;       /* score_last.c */
+extern const pb__scorer_ops pb__votes_ops;      /* score_votes.c */
+extern const pb__scorer_ops pb__none_ops;       /* score_none.c */
 const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer);
 
 /* The first lines of every instance's block: its state, the common part

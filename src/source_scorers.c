@@ -1,10 +1,9 @@
 /*
- * source_scorers.c - the entries of the scorers other than the window in
- * the scorer table (cumulative, last, votes, none), with what tells them
- * apart before a step: the width of a score, the room before the arrays'
- * starts, the layout and sizing of their block, their set-up, and the
- * peek of their lowest-ranked evictable positions. Their scores and
- * evicts are score_sources.c.
+ * source_scorers.c - what the score sources (cumulative, last, votes,
+ * none) share before and beside a step: the layout and sizing of their
+ * block from their kind (source_internal.h), their set-up, and the peek
+ * of their lowest-ranked evictable positions. Their scores and evicts are
+ * score_sources.c; each scorer's own rule is its file.
  */
 #include <assert.h>
 #include <stddef.h>
@@ -16,26 +15,17 @@
 _Static_assert(sizeof(pb__source) <= PB__STATE_BYTES,
                "the score sources' state fits its reserve");
 
-/* The bytes per held position of a scorer's own score. */
-static size_t score_bytes(uint32_t scorer) {
-    switch (scorer) {
-    case PB_SCORER_CUMULATIVE: return sizeof(double);
-    case PB_SCORER_LAST: return sizeof(uint32_t);
-    case PB_SCORER_VOTES: return sizeof(uint32_t);
-    default: return 0u;
-    }
-}
-
-/* The ranks of room the last scorer's arrays have before their start, so
- * that a victim's gap can close from the shorter side: a 16th of the
- * capacity (3/4 byte per held position). Its scores are one step's
- * attention, so its victims lie anywhere; the cumulative and votes scores
- * grow with age, so theirs lie mostly among the newest ranks, where the
- * room would only cost memory and vectors off their alignment (measured:
- * no gain for cumulative, votes 4 % slower), and the none scorer's go
- * from the front, but its 4 bytes per position are its whole budget. */
-static size_t source_slack(uint32_t scorer, size_t capacity) {
-    return scorer == PB_SCORER_LAST ? capacity / 16u : 0u;
+/* The ranks of room before the arrays' starts (pb__source_kind.slack_div):
+ * the last scorer has a 16th of the capacity (3/4 byte per held
+ * position), so that a victim's gap can close from the shorter side. Its
+ * scores are one step's attention, so its victims lie anywhere; the
+ * cumulative and votes scores grow with age, so theirs lie mostly among
+ * the newest ranks, where the room would only cost memory and vectors off
+ * their alignment (measured: no gain for cumulative, votes 4 % slower),
+ * and the none scorer's go from the front, but its 4 bytes per position
+ * are its whole budget. */
+static size_t source_slack(const pb__source_kind *kind, size_t capacity) {
+    return kind->slack_div != 0u ? capacity / kind->slack_div : 0u;
 }
 
 /* Offsets of the arrays from the start of the block. */
@@ -49,12 +39,13 @@ typedef struct source_layout {
  * array a step writes its record to), each with source_slack ranks of
  * room, and, when victims are chosen by score, the selection histogram.
  * No ring, no holes, no pooling or prefill scratch. */
-static pb_status layout_of(const pb__config *cfg, source_layout *out) {
+static pb_status layout_of(const pb__config *cfg, const pb__source_kind *kind,
+                           source_layout *out) {
     if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
     const size_t capacity = (size_t)cfg->capacity;
-    const size_t per = score_bytes(cfg->scorer);
-    const int spare = cfg->scorer == (uint32_t)PB_SCORER_LAST;
-    const size_t ranks = capacity + source_slack(cfg->scorer, capacity);
+    const size_t per = kind->per;
+    const int spare = kind->spare;
+    const size_t ranks = capacity + source_slack(kind, capacity);
     memset(out, 0, sizeof *out);
     size_t cursor = 0, off_state = 0;
     if (!pb__region(&cursor, PB__STATE_BYTES, &off_state) ||
@@ -71,27 +62,27 @@ static pb_status layout_of(const pb__config *cfg, source_layout *out) {
     return PB_OK;
 }
 
-static pb_status source_size(const pb__config *cfg, size_t *total) {
+pb_status pb__source_size(const pb__config *cfg, const pb__source_kind *kind,
+                          size_t *total) {
     source_layout l;
-    const pb_status st = layout_of(cfg, &l);
+    const pb_status st = layout_of(cfg, kind, &l);
     if (st == PB_OK) *total = l.total;
     return st;
 }
 
-static void source_init(pb_kvcache *inst) {
+void pb__source_init(pb_kvcache *inst, const pb__source_kind *kind) {
     pb__source *p = pb__source_of(inst);
     source_layout l;
-    const pb_status st = layout_of(&p->c.cfg, &l);
+    const pb_status st = layout_of(&p->c.cfg, kind, &l);
     assert(st == PB_OK); /* create sized the block by the same layout */
     (void)st;
     unsigned char *base = (unsigned char *)(void *)p;
-    const uint32_t scorer = p->c.cfg.scorer;
-    p->per = score_bytes(scorer);
-    p->slack = source_slack(scorer, p->c.capacity);
+    p->kind = kind;
+    p->per = kind->per;
+    p->slack = source_slack(kind, p->c.capacity);
     p->c.pos = (uint32_t *)(void *)(base + l.off_pos);
     p->source = p->per ? (void *)(base + l.off_scores) : NULL;
-    if (scorer == (uint32_t)PB_SCORER_LAST)
-        p->source_spare = base + l.off_spare;
+    if (kind->spare) p->source_spare = base + l.off_spare;
     p->hist = p->per ? (size_t *)(void *)(base + l.off_hist) : NULL;
     pb__source_reset(inst);
 }
@@ -104,9 +95,9 @@ static void source_init(pb_kvcache *inst) {
  * the scores' bit patterns (or votes), which order as the scores do; the
  * none scorer's are all 0, so its order is the ranks'. Nothing moves and
  * no scratch is used. */
-static void source_peek_lowest(const pb_kvcache *inst, size_t first,
-                               size_t end, size_t k, uint32_t *positions,
-                               double *scores, void *work) {
+void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
+                            size_t end, size_t k, uint32_t *positions,
+                            double *scores, void *work) {
     const pb__source *p = (const pb__source *)(const void *)inst;
     (void)work;
     assert(first <= end && k <= end - first);
@@ -138,21 +129,7 @@ static void source_peek_lowest(const pb_kvcache *inst, size_t first,
     }
 }
 
-static size_t source_peek_work_bytes(const pb_kvcache *inst) {
+size_t pb__source_peek_work_bytes(const pb_kvcache *inst) {
     (void)inst;
     return 0u;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Table entries                                                            */
-
-#define PB__SOURCE_OPS(name)                                                  \
-    {name,                 source_size,       source_init,                   \
-     pb__source_reset,     NULL,              pb__source_observe,            \
-     pb__source_evict,     source_peek_lowest, source_peek_work_bytes,        \
-     pb__source_score,     0}
-
-const pb__scorer_ops pb__cumulative_ops = PB__SOURCE_OPS("cumulative");
-const pb__scorer_ops pb__last_ops = PB__SOURCE_OPS("last");
-const pb__scorer_ops pb__votes_ops = PB__SOURCE_OPS("votes");
-const pb__scorer_ops pb__none_ops = PB__SOURCE_OPS("none");
