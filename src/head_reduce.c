@@ -6,7 +6,7 @@
  */
 #include <float.h>
 
-#include "policy_internal.h"
+#include "weight_check.h"
 #include "pyramidkv/pyramidkv.h"
 
 static double group_sum(const float *attn, size_t heads, size_t head_stride,

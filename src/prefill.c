@@ -19,7 +19,7 @@
 #include <assert.h>
 #include <string.h>
 
-#include "policy_internal.h"
+#include "window_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* The shape of one call                                                    */
@@ -46,10 +46,10 @@ static size_t row_of_slot(const prefill_plan *pl, size_t obs, size_t s) {
 }
 
 /* How many survive, by the rules of the instance's scope. */
-static void plan_selection(const pb_kvcache *p, uint32_t budget,
+static void plan_selection(const pb__window *p, uint32_t budget,
                            prefill_plan *pl) {
     const size_t len = pl->len;
-    const size_t effective = (size_t)p->cfg.effective;
+    const size_t effective = (size_t)p->c.cfg.effective;
     const size_t target = (size_t)budget < effective ? (size_t)budget
                                                      : effective;
     pl->needed = 0;
@@ -57,7 +57,7 @@ static void plan_selection(const pb_kvcache *p, uint32_t budget,
     pl->scored = 0;
     pl->eligible = 0;
     if (len <= target) return; /* not compressed, in both scopes */
-    if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE) {
+    if (p->c.cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE) {
         /* W = rows; keep the window and max(share - W, 0) of the prefix. */
         const size_t w = pl->rows;
         const size_t prefix = len - w;
@@ -68,7 +68,7 @@ static void plan_selection(const pb_kvcache *p, uint32_t budget,
         pl->eligible = prefix;
     } else {
         /* pb_kvcache_evict(budget) on the fed instance. */
-        const size_t rw = (size_t)p->cfg.params.recent_window;
+        const size_t rw = (size_t)p->c.cfg.params.recent_window;
         const size_t recent = rw < len ? rw : len;
         const size_t evictable = len - recent;
         size_t needed = len - target;
@@ -87,9 +87,12 @@ static void plan_selection(const pb_kvcache *p, uint32_t budget,
 PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
                                                    size_t len, size_t *bytes) {
     if (policy == NULL || bytes == NULL) return PB_ERR_NULL;
+    /* An instance of another scorer has no pooling scratch of its own. */
+    const pb__window *w = pb__window_of_const(policy);
     pb__prefill_scratch need;
     if (pb__prefill_scratch_of(policy->cfg.params.pool_kernel,
-                               policy->work_bytes, len, &need) != PB_OK)
+                               w != NULL ? w->work_bytes : 0u, len,
+                               &need) != PB_OK)
         return PB_ERR_TOO_LARGE;
     *bytes = need.total;
     return PB_OK;
@@ -180,7 +183,7 @@ static uint32_t add_group(double *x, const float *const *rows,
  * it); consistent scope, the live rows in ring-slot order, each over the
  * positions before its own. Rows that have left the ring, position 0's
  * row and the unused parts of rows are checked exactly, not summed. */
-static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
+static uint32_t score_rows(const pb__window *p, const prefill_plan *pl,
                            const float *attn, double *x) {
     const size_t len = pl->len, rows = pl->rows;
     uint32_t bad = 0u;
@@ -190,7 +193,7 @@ static uint32_t score_rows(const pb_kvcache *p, const prefill_plan *pl,
         return bad;
     }
     const int reference =
-        p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE;
+        p->c.cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE;
     const size_t obs = (size_t)p->obs_window;
     const size_t n_live = reference ? rows : pl->live;
     for (size_t i = 0; i < pl->scored; ++i) x[i] = 0.0;
@@ -252,7 +255,7 @@ typedef struct victim_cut {
 
 /* Copies the keys at or above a sampled floor to cand[] in index order;
  * returns their count, or 0 when narrowing does not apply or fails. */
-static size_t narrow(pb_kvcache *p, const double *x, size_t n, size_t keep,
+static size_t narrow(pb__window *p, const double *x, size_t n, size_t keep,
                      double *cand, size_t cand_cap, uint64_t *floor_out) {
     if (n < 8u * PREFILL_SAMPLE || keep == 0u || keep > cand_cap / 2u)
         return 0;
@@ -282,7 +285,7 @@ static size_t narrow(pb_kvcache *p, const double *x, size_t n, size_t keep,
     return c;
 }
 
-static void choose_victims(pb_kvcache *p, const prefill_plan *pl,
+static void choose_victims(pb__window *p, const prefill_plan *pl,
                            const double *x, double *cand, size_t cand_cap,
                            victim_cut *out) {
     const size_t n = pl->eligible, keep = pl->eligible - pl->needed;
@@ -297,7 +300,7 @@ static void choose_victims(pb_kvcache *p, const prefill_plan *pl,
     }
     pb__select_lowest(keys, m, k, p->hist, &out->cut);
     out->skip_equal = 0;
-    if (p->cfg.prefill_scope != (uint32_t)PB_PREFILL_REFERENCE ||
+    if (p->c.cfg.prefill_scope != (uint32_t)PB_PREFILL_REFERENCE ||
         out->cut.take_equal == 0u)
         return;
     /* Keys equal to the cut are at or above the floor, so counting them
@@ -314,7 +317,7 @@ static void choose_victims(pb_kvcache *p, const prefill_plan *pl,
 
 /* The survivors' ring records: slot by slot, each survivor's entry from the
  * row in that slot if the row's position is after it, else 0. */
-static void write_records(pb_kvcache *p, const prefill_plan *pl,
+static void write_records(pb__window *p, const prefill_plan *pl,
                           const float *attn) {
     const size_t obs = (size_t)p->obs_window, n = pl->n_kept;
     for (size_t s = 0; s < obs; ++s) {
@@ -327,7 +330,7 @@ static void write_records(pb_kvcache *p, const prefill_plan *pl,
         const float *row = attn + j * pl->len;
         const uint32_t q = (uint32_t)(pl->first + j);
         for (size_t c = 0; c < n; ++c) {
-            const uint32_t pos = p->pos[c];
+            const uint32_t pos = p->c.pos[c];
             dst[c] = pos < q ? row[pos] : 0.0f;
         }
     }
@@ -343,36 +346,35 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
                                     uint32_t *victims, size_t victims_cap,
                                     size_t *n_kept) {
     if (policy == NULL || attn == NULL || n_kept == NULL) return PB_ERR_NULL;
-    pb_kvcache *p = policy;
+    pb__window *p = pb__window_of(policy);
     if (len == 0u || rows == 0u || rows > len) return PB_ERR_PARAM;
     /* Prompt scoring is the window scorer's, and it knows no sinks. */
-    if (p->cfg.scorer != (uint32_t)PB_SCORER_WINDOW || p->cfg.sinks != 0u)
-        return PB_ERR_PARAM;
-    if (p->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE &&
-        rows != (size_t)p->cfg.params.recent_window)
+    if (p == NULL || p->c.cfg.sinks != 0u) return PB_ERR_PARAM;
+    if (p->c.cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE &&
+        rows != (size_t)p->c.cfg.params.recent_window)
         return PB_ERR_PARAM;
     if ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN != 0u)
         return PB_ERR_PARAM;
     pb__prefill_scratch need;
-    if (pb__prefill_scratch_of(p->cfg.params.pool_kernel, p->work_bytes, len,
+    if (pb__prefill_scratch_of(p->c.cfg.params.pool_kernel, p->work_bytes, len,
                                &need) != PB_OK ||
         rows > SIZE_MAX / len)
         return PB_ERR_TOO_LARGE;
     /* Fresh: nothing observed since create or reset, and position 0 still
      * held (an evict with recent_window 0 may have dropped it). */
-    if (!p->fresh || p->kept != 1u || p->pos[0] != 0u)
+    if (!p->c.fresh || p->c.kept != 1u || p->c.pos[0] != 0u)
         return PB_ERR_NOT_FRESH;
     /* A fresh instance has dense columns and no window sums to keep up:
      * the survivors are written to columns 0 .. n-1 and the engine rebuilds
      * its sums when an evict wants them. */
-    assert(p->n_holes == 0u && !p->sums_valid);
+    assert(p->c.n_holes == 0u && !p->sums_valid);
 
     unsigned char *scratch = workspace;
     size_t scratch_bytes = workspace_bytes;
     if (workspace == NULL) {
         /* The reservation serves prompts up to prefill_max_len, not merely
          * what its rounded-up size would happen to hold. */
-        if (len > (size_t)p->cfg.prefill_max_len) return PB_ERR_WORKSPACE;
+        if (len > (size_t)p->c.cfg.prefill_max_len) return PB_ERR_WORKSPACE;
         scratch = p->prefill_scratch;
         scratch_bytes = p->prefill_scratch_bytes;
     }
@@ -396,7 +398,7 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     pl.live = pl.steps < (size_t)p->obs_window ? pl.steps
                                                 : (size_t)p->obs_window;
     plan_selection(p, budget, &pl);
-    if (pl.n_kept > p->capacity) return PB_ERR_FULL;
+    if (pl.n_kept > p->c.capacity) return PB_ERR_FULL;
     if ((kept != NULL && kept_cap < pl.n_kept) ||
         (victims != NULL && victims_cap < len - pl.n_kept)) {
         *n_kept = pl.n_kept;
@@ -407,9 +409,9 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     /* Everything is checked: from here on the call cannot fail. */
     victim_cut vc = {UINT64_C(0), {UINT64_C(0), 0u}, 0u};
     if (pl.needed > 0u) {
-        if (p->cfg.pool == (uint32_t)PB_POOL_AVG)
+        if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
             pb__pool_avg(x, pl.scored, p->half_kernel,
-                         p->cfg.params.pool_kernel, pool_work,
+                         p->c.cfg.params.pool_kernel, pool_work,
                          pool_work_bytes);
         else
             pb__pool_max(x, pl.scored, p->half_kernel, pool_work,
@@ -439,18 +441,18 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
             ++v;
         } else {
             if (kept != NULL) kept[c] = (uint32_t)i;
-            p->pos[c++] = (uint32_t)i;
+            p->c.pos[c++] = (uint32_t)i;
         }
     }
     for (size_t i = pl.eligible; i < len; ++i) {
         if (kept != NULL) kept[c] = (uint32_t)i;
-        p->pos[c++] = (uint32_t)i;
+        p->c.pos[c++] = (uint32_t)i;
     }
     assert(c == pl.n_kept && v == pl.needed);
     write_records(p, &pl, attn);
-    p->kept = c;
+    p->c.kept = c;
     p->slot = (uint32_t)(pl.steps % (size_t)p->obs_window);
-    p->fresh = 0;
+    p->c.fresh = 0;
     *n_kept = c;
     return PB_OK;
 }

@@ -21,7 +21,8 @@
 #include <string.h>
 
 #include "allocator.h"
-#include "policy_internal.h"
+#include "struct_growth.h"
+#include "weight_check.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define PROFILE_ALIGN ((uint64_t)64)
@@ -48,14 +49,9 @@ static pb_status resolve(const pb_profile_params *in, pb_profile_params *out) {
     const pb_profile_params def = PB_PROFILE_PARAMS_DEFAULT;
     *out = def;
     if (in == NULL) return PB_OK;
-    const size_t size = in->struct_size;
-    if (size < PB_PROFILE_PARAMS_SIZE_0_2) return PB_ERR_PARAM;
-    const size_t known = sizeof(pb_profile_params);
-    const unsigned char *bytes = (const unsigned char *)in;
-    for (size_t i = known; i < size; ++i)
-        if (bytes[i] != 0u) return PB_ERR_PARAM;
-    memcpy(out, in, size < known ? size : known);
-    out->struct_size = (uint32_t)known;
+    if (pb__struct_read(in, PB__PROFILE_PARAMS_SIZE_0_2, sizeof *out, out) !=
+        PB_OK)
+        return PB_ERR_PARAM;
     if (out->num_layers == 0u || out->num_layers > PB_PROFILE_MAX_LAYERS)
         return PB_ERR_PARAM;
     if (out->max_len == 0u || out->max_len > PB_PROFILE_MAX_LEN)

@@ -15,6 +15,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "schedule_internal.h"
+#include "struct_growth.h"
 
 #if defined(__clang__)
 /* Taper must round each operation on its own, as its reference does. */
@@ -486,11 +487,13 @@ pb_status pb_kvcache_schedule_shares(const pb_schedule *schedule,
                                      uint32_t *shares, size_t shares_len,
                                      uint64_t *total) {
     if (schedule == NULL || shares == NULL) return PB_ERR_NULL;
-    if (schedule->struct_size < sizeof(pb_schedule)) return PB_ERR_PARAM;
-    const unsigned char *bytes = (const unsigned char *)schedule;
-    for (size_t b = sizeof(pb_schedule); b < schedule->struct_size; ++b)
-        if (bytes[b] != 0u) return PB_ERR_PARAM;
-    const pb_schedule *s = schedule;
+    /* An older caller's struct is shorter than this library's: the fields
+     * it did not know take their defaults. */
+    pb_schedule full = PB_SCHEDULE_DEFAULT;
+    if (pb__struct_read(schedule, PB__SCHEDULE_SIZE_0_2, sizeof full,
+                        &full) != PB_OK)
+        return PB_ERR_PARAM;
+    const pb_schedule *s = &full;
     if (s->kind >= KIND_COUNT || s->num_layers == 0u) return PB_ERR_PARAM;
     if (s->kind == PB_SCHEDULE_PROFILE && s->weights == NULL)
         return PB_ERR_NULL;

@@ -1,8 +1,7 @@
 /*
  * schedule_fixed.c - exact integer arithmetic for the allocation family:
- * 128-bit products and quotients built from 32-bit limbs, and the
- * fixed-point log2 / 2^-y with which curve and geometric weights are
- * defined (docs/spec.md §12.8). No floating point, no libm, no compiler
+ * the fixed-point log2 / 2^-y with which curve and geometric weights are
+ * defined (docs/spec.md §12.8), on the 128-bit kit of u128.h. No floating point, no libm, no compiler
  * extensions, so every platform computes the same bits.
  *
  * Owns arithmetic only; the schedules themselves are in schedule.c.
@@ -10,55 +9,6 @@
 #include "schedule_internal.h"
 
 #define LO32(x) ((x) & 0xFFFFFFFFu)
-
-void pb__mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo) {
-    const uint64_t a0 = LO32(a), a1 = a >> 32;
-    const uint64_t b0 = LO32(b), b1 = b >> 32;
-    const uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-    const uint64_t mid = (p00 >> 32) + LO32(p01) + LO32(p10);
-    *lo = (mid << 32) | LO32(p00);
-    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-static int leading_zeros(uint64_t v) { /* v != 0; six halving steps */
-    int n = 0;
-    for (int shift = 32; shift > 0; shift /= 2)
-        if ((v >> (64 - shift)) == 0u) {
-            v <<= shift;
-            n += shift;
-        }
-    return n;
-}
-
-/* Knuth's algorithm D for a two-digit divisor in base 2^32 (the "divlu"
- * form of Hacker's Delight, 9-3): normalise, estimate each 32-bit quotient
- * digit from the top digits, correct it at most twice. */
-uint64_t pb__div128(uint64_t hi, uint64_t lo, uint64_t d, uint64_t *rem) {
-    const uint64_t b = UINT64_C(1) << 32;
-    const int s = leading_zeros(d);
-    d <<= s;
-    const uint64_t vn1 = d >> 32, vn0 = LO32(d);
-    const uint64_t un32 = s == 0 ? hi : (hi << s) | (lo >> (64 - s));
-    const uint64_t un10 = lo << s;
-    const uint64_t un1 = un10 >> 32, un0 = LO32(un10);
-
-    uint64_t q1 = un32 / vn1, rhat = un32 - q1 * vn1;
-    while (q1 >= b || q1 * vn0 > b * rhat + un1) {
-        --q1;
-        rhat += vn1;
-        if (rhat >= b) break;
-    }
-    const uint64_t un21 = un32 * b + un1 - q1 * d;
-    uint64_t q0 = un21 / vn1;
-    rhat = un21 - q0 * vn1;
-    while (q0 >= b || q0 * vn0 > b * rhat + un0) {
-        --q0;
-        rhat += vn1;
-        if (rhat >= b) break;
-    }
-    *rem = (un21 * b + un0 - q0 * d) >> s;
-    return q1 * b + q0;
-}
 
 /* floor(sqrt(hi:lo)), bit by bit; the value is below 2^126 here. */
 static uint64_t isqrt128(uint64_t hi, uint64_t lo) {
@@ -90,7 +40,7 @@ static uint64_t mul_q62(uint64_t a, uint64_t b) {
 }
 
 uint64_t pb__log2_q32(uint32_t n) {
-    const int k = 63 - leading_zeros(n); /* floor(log2 n), 0 .. 31 */
+    const int k = 63 - pb__leading_zeros(n); /* floor(log2 n), 0 .. 31 */
     uint64_t z = (uint64_t)n << (62 - k); /* n / 2^k in Q62: [1, 2) */
     uint64_t result = (uint64_t)k << 32;
     for (int i = 1; i <= 32; ++i) {

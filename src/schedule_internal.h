@@ -1,20 +1,16 @@
 /*
  * schedule_internal.h - the exact integer helpers of the allocation family
- * (schedule_fixed.c), shared with schedule.c: 64 x 64 -> 128-bit products,
- * 128 / 64-bit division, and the fixed-point log2 and 2^-y that curve and
- * geometric are defined with (docs/spec.md §12.8).
+ * (schedule_fixed.c), shared with schedule.c: the fixed-point log2 and
+ * 2^-y that curve and geometric are defined with (docs/spec.md §12.8), and
+ * the 128-bit kit (u128.h) they are computed on.
  */
 #ifndef PB_SCHEDULE_INTERNAL_H
 #define PB_SCHEDULE_INTERNAL_H
 
 #include <stdint.h>
 
-/* The full product a * b as (*hi, *lo). */
-void pb__mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo);
+#include "u128.h"
 
-/* (hi:lo) / d with *rem = (hi:lo) % d. Requires d != 0 and hi < d (the
- * quotient fits in 64 bits). */
-uint64_t pb__div128(uint64_t hi, uint64_t lo, uint64_t d, uint64_t *rem);
 
 /* The 32 constants c_i ~ 2^(2^-i) in Q62, i = 1 .. 32 (c[0] is c_1):
  * c_0 = 2^63, c_i = isqrt(c_{i-1} * 2^62). */

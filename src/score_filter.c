@@ -1,13 +1,14 @@
 /*
  * score_filter.c - evicts of a few victims: exact victims without exact
- * sums for most positions (the filtered path), and, where that cannot
- * decide, exact sums streamed a block at a time (the streaming path).
+ * sums for most positions (the filtered path). Where that cannot decide,
+ * exact sums are streamed a block at a time (the streaming path,
+ * score_stream.c).
  *
- * Owns the quantised window sums (one per held position, kept current by
- * every decode step while they are wanted), the filtered selection that
- * uses them and the streaming selection. It does not own the exact window
- * score, which stays the ring's (window_ring.c), nor the decision which
- * path an evict takes (policy.c).
+ * Owns the filtered selection, which reads the quantised window sums (one
+ * per held position, kept current by every decode step while they are
+ * wanted: window_sums.c). It does not own the exact window score, which
+ * stays the ring's (window_ring.c), nor the decision which path an evict
+ * takes (window_evict.c).
  *
  * Why: the window score is defined as a fold in ring-slot order, so it
  * changes completely whenever one slot is rewritten, and a running sum
@@ -59,11 +60,12 @@
  * streaming path. Any weight of at least 2^(23-K) (2^-20 at obs_window 16)
  * is such a multiple, as is 0.
  *
- * Weights at or above 2^PB__Q_LIMIT_LOG2 (16) are not quantised: one of
+ * Weights at or above 2^PB__Q_LIMIT_LOG2 (16, window_sums.c) are not
+ * quantised: one of
  * them makes the sums invalid until the next rebuild finds none left.
  *
- * The streaming path is the plain definition computed in blocks of
- * PB__FILTER_BLOCK ranks: exact window scores of the block and its pooling
+ * The streaming path (score_stream.c) is the plain definition computed in
+ * blocks of PB__FILTER_BLOCK ranks: exact window scores of the block and its pooling
  * halo (the ring is slot-major, so they vectorise across positions), the
  * window max, and a bounded heap of the best `needed` (pooled, rank) pairs.
  * It needs no array the size of the instance, so the sums survive it; it is
@@ -82,76 +84,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "policy_internal.h"
-
-/* Weights below 2^4 are quantised; attention weights are at most 1. */
-#define PB__Q_LIMIT_LOG2 4
-#define PB__Q_LIMIT_BITS UINT32_C(0x41800000) /* 16.0f */
-/* The largest obs_window the bound above is checked for. */
-#define PB__FILTER_MAX_OBS UINT32_C(65536)
-/* Ranks whose window max is computed together. */
-#define PB__FILTER_BLOCK ((size_t)256)
-
-/* The quantiser (simd_kernels.c) is q(w) = round(w * scale) computed as
- * ((double)w * scale + 2^52) - 2^52 for 0 <= w * scale < 2^51: adding 2^52
- * leaves no fraction bits, so the sum rounds to an integer (within 1 in any
- * rounding mode), and subtracting 2^52 is exact. The product is exact
- * (scale is a power of two), so contracting it into an FMA changes
- * nothing. */
-
-void pb__filter_configure(pb_kvcache *p) {
-    const uint32_t obs = p->obs_window;
-    p->stream_ok = p->cfg.pool == (uint32_t)PB_POOL_MAX &&
-                   p->half_kernel <= PB__DOUBLING_MAX_HALF;
-    p->filter_ok = p->stream_ok && obs <= PB__FILTER_MAX_OBS;
-    /* K = 53 - 4 - ceil(log2(W + 2)) - 1: then W + 1 quantised weights,
-     * each at most 2^(K+4) + 1, add up to less than 2^53, and every
-     * w * 2^K is below 2^51. For W <= 2^16, K >= 30. */
-    unsigned lg = 0;
-    while (((uint64_t)1 << lg) < (uint64_t)obs + 2u) ++lg;
-    const int shift = 53 - PB__Q_LIMIT_LOG2 - (int)lg - 1;
-    double scale = 1.0;
-    for (int i = 0; i < shift; ++i) scale *= 2.0;
-    p->q_scale = scale;
-    p->q_limit_bits = PB__Q_LIMIT_BITS;
-}
-
-int pb__filter_rebuild(pb_kvcache *p) {
-    double *sums = p->scores; /* by column */
-    const size_t n = p->kept;
-    pb__runs it = {0, 0, 0};
-    pb__run run;
-    while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
-        memset(sums + run.col, 0, run.len * sizeof *sums);
-    /* A hole's sum is 0 while the sums are kept: the scan's bound reads
-     * it (see window_max_at). */
-    for (size_t t = 0; t < p->n_holes; ++t) sums[p->holes[t]] = 0.0;
-    unsigned big = 0u;
-    p->rounded_rows = 0u;
-    for (uint32_t s = 0; s < p->obs_window; ++s) {
-        const float *row = p->ring + (size_t)s * p->row_stride;
-        pb__runs rit = {0, 0, 0};
-        unsigned rounded = 0u;
-        while (pb__run_next(&rit, p->holes, p->n_holes, n, &run))
-            big |= p->k->quantise_add(row + run.col, sums + run.col, run.len,
-                                      p->q_scale, p->q_limit_bits, &rounded);
-        if (rounded && s < 64u) p->rounded_rows |= UINT64_C(1) << s;
-    }
-    return big == 0u;
-}
-
-void pb__filter_store_row(pb_kvcache *p, const float *weights, size_t n) {
-    /* The row's held cells are all rewritten, so its bit is the new
-     * weights' alone (a dropped column's cells are held no more). */
-    const unsigned rounded =
-        p->k->store_sums(p->ring + (size_t)p->slot * p->row_stride, weights,
-                         p->scores, p->holes, p->n_holes, n, p->q_scale);
-    if (p->slot < 64u) {
-        const uint64_t bit = UINT64_C(1) << p->slot;
-        p->rounded_rows = rounded ? p->rounded_rows | bit
-                                  : p->rounded_rows & ~bit;
-    }
-}
+#include "window_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Selection                                                                */
@@ -193,10 +126,10 @@ typedef struct score_cache {
     double score[32];
 } score_cache;
 
-static double exact_score(const pb_kvcache *p, score_cache *c, size_t j) {
+static double exact_score(const pb__window *p, score_cache *c, size_t j) {
     const size_t k = j % 32u;
     if (c->rank[k] != j) {
-        const size_t col = pb__ring_column_of(p->holes, p->n_holes, j);
+        const size_t col = pb__ring_column_of(p->c.holes, p->c.n_holes, j);
         c->rank[k] = j;
         c->score[k] =
             pb__ring_window_score(p->ring, p->row_stride, p->obs_window, col,
@@ -213,15 +146,8 @@ static double next_up(double v) {
     return r;
 }
 
-/* The scan shared by both selections: the first k' >= k below m with
- * v[k'] < bound, or m (a vectorised search, simd_kernels.c). */
-static size_t next_below(const pb_kvcache *p, const double *v, size_t k,
-                         size_t m, double bound) {
-    return k >= m ? m : k + p->k->first_below(v + k, m - k, bound);
-}
-
 /* Appends a candidate; 0 if there is no room. */
-static int record(pb_kvcache *p, size_t *nc, size_t rank, double value) {
+static int record(pb__window *p, size_t *nc, size_t rank, double value) {
     if (*nc == PB__FILTER_MAX_CANDIDATES) return 0;
     p->cands[*nc].rank = rank;
     p->cands[*nc].value = value;
@@ -233,19 +159,19 @@ static int record(pb_kvcache *p, size_t *nc, size_t rank, double value) {
  * before it. Hole columns hold 0 while the sums are kept (drop_ranks,
  * pb__filter_rebuild) and sums are >= 0, so the max may run over the whole
  * column range from rank i-h's column to rank i+h's. */
-static double window_max_at(const pb_kvcache *p, size_t c, size_t hp) {
-    const size_t h = p->half_kernel, n_cols = p->kept + p->n_holes;
+static double window_max_at(const pb__window *p, size_t c, size_t hp) {
+    const size_t h = p->half_kernel, n_cols = p->c.kept + p->c.n_holes;
     size_t lo = c, hi = c, k = h, j = hp;
     while (k > 0u && lo > 0u) {
         --lo;
-        if (j > 0u && p->holes[j - 1u] == lo)
+        if (j > 0u && p->c.holes[j - 1u] == lo)
             --j;
         else
             --k;
     }
     for (k = h, j = hp; k > 0u && hi + 1u < n_cols;) {
         ++hi;
-        if (j < p->n_holes && p->holes[j] == hi)
+        if (j < p->c.n_holes && p->c.holes[j] == hi)
             ++j;
         else
             --k;
@@ -265,31 +191,26 @@ typedef struct scan_state {
     size_t taken; /* columns whose window max was taken */
 } scan_state;
 
-static void cand_sift_down(struct pb__candidate *heap, size_t n, size_t i);
-static void cand_push(struct pb__candidate *heap, size_t n,
-                      struct pb__candidate v);
-static void sort_ranks(size_t *ranks, size_t n);
-
 /* take() of an exact scan: a max-heap in cands[] of the `needed` least
  * (window max, rank) pairs, ranks ascending over calls, so a later rank
  * with an equal max never displaces a kept one. */
-static void take_exact(pb_kvcache *p, scan_state *st, size_t rank,
+static void take_exact(pb__window *p, scan_state *st, size_t rank,
                        double v) {
     struct pb__candidate *heap = p->cands;
     const struct pb__candidate c = {rank, v};
     if (st->heap_n < st->needed) {
-        cand_push(heap, st->heap_n++, c);
+        pb__cand_push(heap, st->heap_n++, c);
         if (st->heap_n == st->needed) st->thr = heap[0].value;
     } else if (v < heap[0].value) {
         heap[0] = c;
-        cand_sift_down(heap, st->heap_n, 0u);
+        pb__cand_sift_down(heap, st->heap_n, 0u);
         st->thr = heap[0].value;
     }
 }
 
 /* A held rank's exact window max v: updates the heap and the threshold
  * and records the rank while it may still be a candidate. */
-static void take(pb_kvcache *p, scan_state *st, size_t rank, double v) {
+static void take(pb__window *p, scan_state *st, size_t rank, double v) {
     st->taken += 1u;
     if (st->exact) {
         take_exact(p, st, rank, v);
@@ -311,9 +232,9 @@ static void take(pb_kvcache *p, scan_state *st, size_t rank, double v) {
 
 /* Visits column c (ascending over calls): a hole is passed over, a held
  * rank taken with its exact window max. */
-static void visit(pb_kvcache *p, scan_state *st, size_t c) {
-    while (st->hp < p->n_holes && p->holes[st->hp] < c) st->hp += 1u;
-    if (st->hp < p->n_holes && p->holes[st->hp] == c) return;
+static void visit(pb__window *p, scan_state *st, size_t c) {
+    while (st->hp < p->c.n_holes && p->c.holes[st->hp] < c) st->hp += 1u;
+    if (st->hp < p->c.n_holes && p->c.holes[st->hp] == c) return;
     take(p, st, c - st->hp, window_max_at(p, c, st->hp));
 }
 
@@ -347,13 +268,13 @@ static void and_shift(uint64_t *bits, size_t nw, unsigned s) {
  * columns are tested a pass at a time on bits (sum <= thr, one vectorised
  * compare each), the bits of each window are ANDed on whole words, and
  * only the columns whose window passes get their exact window max. */
-static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
+static size_t scan_pass(pb__window *p, size_t evictable, size_t needed,
                         double thr, int exact, double guess,
                         scan_state *out) {
     const size_t h = p->half_kernel, w = 2u * h + 1u;
-    const size_t n_cols = p->kept + p->n_holes;
+    const size_t n_cols = p->c.kept + p->c.n_holes;
     const size_t ce =
-        pb__ring_column_of(p->holes, p->n_holes, evictable - 1u) + 1u;
+        pb__ring_column_of(p->c.holes, p->c.n_holes, evictable - 1u) + 1u;
     scan_state st = {needed, 0u, 0u, 0u, thr, (double)p->obs_window,
                      thr >= 0.0, 0, exact, 0u};
     /* One victim: the runner-up of the last scan, if it is still an
@@ -361,15 +282,15 @@ static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
      * column whose window max exceeds T*(its max) can matter. */
     double seed_thr = -1.0;
     if (!st.fixed && needed == 1u + (size_t)exact && p->seed_col < ce) {
-        size_t a = 0, b = p->n_holes; /* holes before seed_col */
+        size_t a = 0, b = p->c.n_holes; /* holes before seed_col */
         while (a < b) {
             const size_t mid = a + (b - a) / 2u;
-            if (p->holes[mid] < p->seed_col)
+            if (p->c.holes[mid] < p->seed_col)
                 a = mid + 1u;
             else
                 b = mid;
         }
-        if (a == p->n_holes || p->holes[a] != p->seed_col) {
+        if (a == p->c.n_holes || p->c.holes[a] != p->seed_col) {
             const double m = window_max_at(p, p->seed_col, a);
             seed_thr = exact ? m : threshold(m, st.obs);
         }
@@ -401,7 +322,7 @@ static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
          * score, that skips them all). */
         const int by_seed = seed_thr >= 0.0 && seed_thr < st.thr;
         const double bound = by_seed ? seed_thr : st.thr;
-        p->k->below_bits(p->scores + lo, have,
+        p->c.k->below_bits(p->scores + lo, have,
                          st.exact && !by_seed ? bound : next_up(bound),
                          bits);
         if (have % 64u != 0u) bits[have / 64u] |= ~UINT64_C(0) << (have % 64u);
@@ -430,11 +351,11 @@ static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
                  * (its window max is at least that sum) is passed over. */
                 const double own = p->scores[col];
                 if (st.exact ? own >= st.thr : own > st.thr) continue;
-                while (hq < p->n_holes && p->holes[hq] < col) ++hq;
-                if (hq < p->n_holes && p->holes[hq] == col) continue;
+                while (hq < p->c.n_holes && p->c.holes[hq] < col) ++hq;
+                if (hq < p->c.n_holes && p->c.holes[hq] == col) continue;
                 double v;
-                if ((hq == 0u || p->holes[hq - 1u] + h < col) &&
-                    (hq == p->n_holes || p->holes[hq] > col + h)) {
+                if ((hq == 0u || p->c.holes[hq - 1u] + h < col) &&
+                    (hq == p->c.n_holes || p->c.holes[hq] > col + h)) {
                     const double *x = p->scores;
                     const size_t end =
                         col + h < n_cols ? col + h : n_cols - 1u;
@@ -455,7 +376,7 @@ static size_t scan_pass(pb_kvcache *p, size_t evictable, size_t needed,
 
 /* The needed-th least window max a full scan state holds (its heap's
  * top). */
-static double scan_top(const pb_kvcache *p, const scan_state *st) {
+static double scan_top(const pb__window *p, const scan_state *st) {
     return st->exact ? p->cands[0].value : p->heap[0];
 }
 
@@ -476,7 +397,7 @@ static double scan_top(const pb_kvcache *p, const scan_state *st) {
  * the guess. The margin adapts to how many columns the guessed scans
  * take: it halves above PB__GUESS_MANY, doubles below PB__GUESS_FEW and
  * grows fourfold after a miss. Only the time depends on it. */
-static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
+static size_t scan(pb__window *p, size_t evictable, size_t needed,
                    double thr, int exact) {
     scan_state st;
     const int one = thr < 0.0 && needed == 1u + (size_t)exact;
@@ -509,7 +430,7 @@ static size_t scan(pb_kvcache *p, size_t evictable, size_t needed,
  * victims are the `needed` least (window max, rank) pairs, with no bound,
  * no exact score and no limit on ties. The heap keeps one pair more when
  * there is one: the runner-up, the next scan's seed. */
-static int select_exact(pb_kvcache *p, size_t evictable, size_t needed,
+static int select_exact(pb__window *p, size_t evictable, size_t needed,
                         size_t *ranks) {
     const size_t keep = needed < evictable ? needed + 1u : needed;
     scan(p, evictable, keep, -1.0, 1);
@@ -517,25 +438,25 @@ static int select_exact(pb_kvcache *p, size_t evictable, size_t needed,
     size_t n = keep;
     p->seed_col = SIZE_MAX;
     if (keep > needed) { /* the top is the runner-up */
-        p->seed_col = pb__ring_column_of(p->holes, p->n_holes, heap[0].rank);
+        p->seed_col = pb__ring_column_of(p->c.holes, p->c.n_holes, heap[0].rank);
         heap[0] = heap[--n];
-        cand_sift_down(heap, n, 0u);
+        pb__cand_sift_down(heap, n, 0u);
     }
     for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
-    sort_ranks(ranks, needed);
+    pb__sort_ranks(ranks, needed);
     return 1;
 }
 
-int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
+int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
                       size_t *ranks) {
     assert(p->filter_ok && p->sums_valid);
     assert(needed >= 1u && needed <= PB__FILTER_MAX_NEEDED);
-    assert(needed <= evictable && evictable <= p->kept);
+    assert(needed <= evictable && evictable <= p->c.kept);
     const double obs = (double)p->obs_window;
     const size_t h = p->half_kernel;
 #ifndef NDEBUG
-    for (size_t t = 0; t < p->n_holes; ++t)
-        assert(p->scores[p->holes[t]] == 0.0);
+    for (size_t t = 0; t < p->c.n_holes; ++t)
+        assert(p->scores[p->c.holes[t]] == 0.0);
 #endif
 
     if (p->obs_window <= 64u && p->rounded_rows == 0u)
@@ -554,7 +475,7 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
     assert(nc >= needed);
     /* Each candidate costs its window of exact scores; past a quarter of
      * the held positions the full path is as cheap. */
-    const size_t budget = p->kept / 4u > 64u ? p->kept / 4u : 64u;
+    const size_t budget = p->c.kept / 4u > 64u ? p->c.kept / 4u : 64u;
     if (nc * (2u * h + 1u) > budget) return 0;
 
     /* A candidate's pooled score is the max of exact scores over its
@@ -570,11 +491,11 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
         const size_t i = p->cands[c].rank;
         const double top = p->cands[c].value;
         const size_t lo = i >= h ? i - h : 0u;
-        const size_t hi = p->kept - 1u - i > h ? i + h : p->kept - 1u;
+        const size_t hi = p->c.kept - 1u - i > h ? i + h : p->c.kept - 1u;
         size_t reach = SIZE_MAX, count = 0;
-        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
+        pb__runs it = pb__runs_at(p->c.holes, p->c.n_holes, lo);
         pb__run run;
-        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run))
+        while (pb__run_next(&it, p->c.holes, p->c.n_holes, hi + 1u, &run))
             for (size_t j = 0; j < run.len; ++j)
                 if (top <= threshold(sums[run.col + j], obs)) {
                     reach = run.rank + j;
@@ -591,11 +512,11 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
         const size_t i = p->cands[c].rank;
         const double top = p->cands[c].value;
         const size_t lo = i >= h ? i - h : 0u;
-        const size_t hi = p->kept - 1u - i > h ? i + h : p->kept - 1u;
+        const size_t hi = p->c.kept - 1u - i > h ? i + h : p->c.kept - 1u;
         double best = -1.0;
-        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
+        pb__runs it = pb__runs_at(p->c.holes, p->c.n_holes, lo);
         pb__run run;
-        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run)) {
+        while (pb__run_next(&it, p->c.holes, p->c.n_holes, hi + 1u, &run)) {
             for (size_t j = 0; j < run.len; ++j) {
                 if (top > threshold(sums[run.col + j], obs)) continue;
                 const double e = exact_score(p, &cache, run.rank + j);
@@ -630,112 +551,8 @@ int pb__filter_select(pb_kvcache *p, size_t evictable, size_t needed,
     }
     assert(w == needed);
     p->seed_col = runner == nc ? SIZE_MAX
-                               : pb__ring_column_of(p->holes, p->n_holes,
+                               : pb__ring_column_of(p->c.holes, p->c.n_holes,
                                                     p->cands[runner].rank);
     return 1;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Streaming                                                                */
-
-void pb__prefix_rebuild(pb_kvcache *p) {
-    /* The fold of slots 0 .. slot-1, or of every slot when slot is 0 (the
-     * last step wrote the last slot). */
-    const uint32_t upto = p->slot == 0u ? p->obs_window : p->slot;
-    pb__runs it = {0, 0, 0};
-    pb__run run;
-    while (pb__run_next(&it, p->holes, p->n_holes, p->kept, &run))
-        p->k->fold_rows(p->ring, p->row_stride, 0u, upto, run.col, run.len,
-                        NULL, p->row_stride - run.col, p->scores + run.col);
-    p->prefix_valid = 1;
-}
-
-/* 1 if a goes after b in (pooled, rank) order. */
-static int cand_after(const struct pb__candidate *a,
-                      const struct pb__candidate *b) {
-    return a->value > b->value || (a->value == b->value && a->rank > b->rank);
-}
-
-/* heap[0 .. n-1] is a max-heap in (pooled, rank) order; heap[i] may be
- * too small. */
-static void cand_sift_down(struct pb__candidate *heap, size_t n, size_t i) {
-    const struct pb__candidate v = heap[i];
-    for (;;) {
-        size_t c = 2u * i + 1u;
-        if (c >= n) break;
-        if (c + 1u < n && cand_after(&heap[c + 1u], &heap[c])) ++c;
-        if (!cand_after(&heap[c], &v)) break;
-        heap[i] = heap[c];
-        i = c;
-    }
-    heap[i] = v;
-}
-
-static void cand_push(struct pb__candidate *heap, size_t n,
-                      struct pb__candidate v) {
-    size_t i = n;
-    while (i > 0u) {
-        const size_t parent = (i - 1u) / 2u;
-        if (!cand_after(&v, &heap[parent])) break;
-        heap[i] = heap[parent];
-        i = parent;
-    }
-    heap[i] = v;
-}
-
-static void sort_ranks(size_t *ranks, size_t n) {
-    for (size_t i = 1; i < n; ++i) {
-        const size_t v = ranks[i];
-        size_t j = i;
-        for (; j > 0u && ranks[j - 1u] > v; --j) ranks[j] = ranks[j - 1u];
-        ranks[j] = v;
-    }
-}
-
-void pb__stream_select(pb_kvcache *p, size_t evictable, size_t needed,
-                       size_t *ranks) {
-    assert(needed >= 1u && needed <= PB__FILTER_MAX_NEEDED);
-    assert(needed <= evictable && evictable <= p->kept);
-    assert(p->cfg.pool == (uint32_t)PB_POOL_MAX &&
-           p->half_kernel <= PB__DOUBLING_MAX_HALF);
-    const size_t n = p->kept, h = p->half_kernel;
-    double scores[PB__FILTER_BLOCK + 2u * PB__DOUBLING_MAX_HALF];
-    double pooled[PB__FILTER_BLOCK];
-    struct pb__candidate *heap = p->cands;
-    size_t heap_n = 0;
-    /* Ranks only grow, so once the heap is full a newcomer displaces the
-     * worst kept one exactly when its pooled score is strictly lower. */
-    double worst = 0.0;
-    for (size_t i0 = 0; i0 < evictable; i0 += PB__FILTER_BLOCK) {
-        const size_t m = evictable - i0 < PB__FILTER_BLOCK ? evictable - i0
-                                                           : PB__FILTER_BLOCK;
-        const size_t lo = i0 >= h ? i0 - h : 0u;
-        const size_t hi = n - (i0 + m) > h ? i0 + m + h : n;
-        if (p->prefix_valid) /* finish the folds the steps began */
-            pb__ring_window_scores_range(
-                p->k, p->ring, p->row_stride, p->obs_window, p->holes,
-                p->n_holes, lo, hi - lo, p->scores, p->columns,
-                p->slot == 0u ? p->obs_window : p->slot, scores);
-        else
-            pb__ring_window_scores_range(p->k, p->ring, p->row_stride,
-                                         p->obs_window, p->holes, p->n_holes,
-                                         lo, hi - lo, NULL, 0u, 0u, scores);
-        pb__window_max_span(p->k, scores, hi - lo, h, i0 - lo, m, pooled);
-        size_t k = 0;
-        for (; k < m && heap_n < needed; ++k) {
-            const struct pb__candidate c = {i0 + k, pooled[k]};
-            cand_push(heap, heap_n++, c);
-            worst = heap[0].value;
-        }
-        /* Usually nothing beats the worst kept: skip to each that does. */
-        for (; (k = next_below(p, pooled, k, m, worst)) < m; ++k) {
-            heap[0].rank = i0 + k;
-            heap[0].value = pooled[k];
-            cand_sift_down(heap, heap_n, 0u);
-            worst = heap[0].value;
-        }
-    }
-    assert(heap_n == needed);
-    for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
-    sort_ranks(ranks, needed);
-}

@@ -19,7 +19,7 @@
 #include <assert.h>
 #include <string.h>
 
-#include "policy_internal.h"
+#include "window_internal.h"
 
 size_t pb__ring_column_of(const size_t *holes, size_t n_holes, size_t rank) {
     /* holes[k] - k does not decrease with k; rank r skips every hole with

@@ -113,9 +113,9 @@ typedef struct pb_schedule {
  *
  * Returns PB_OK; otherwise, checked in this order:
  *   PB_ERR_NULL   schedule or shares is NULL;
- *   PB_ERR_PARAM  struct_size below sizeof(pb_schedule) of this release, or
- *                 a non-zero byte past it; kind not a pb_schedule_kind;
- *                 num_layers 0;
+ *   PB_ERR_PARAM  struct_size below the 0.2 layout (64 bytes on LP64), or
+ *                 a non-zero byte past this release's pb_schedule; kind
+ *                 not a pb_schedule_kind; num_layers 0;
  *   PB_ERR_NULL   kind profile with weights NULL;
  *   PB_ERR_PARAM  a field the kind reads out of its range (see the
  *                 struct), or profile weights that are all zero;

@@ -1,6 +1,6 @@
 /*
- * test_policy_engine_paths.c - white-box tests of the engine: compiled with
- * the engine's sources (not the installed library) so that it can read the
+ * test_policy_engine_paths.c - white-box tests of the engine: linked with
+ * the library's objects (not the installed library) so that it can read the
  * instance and call the pb__ modules.
  *
  *   - selection, pooling (doubling and queue), the block window max and the
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "policy_internal.h"
+#include "window_internal.h"
 #include "reference_model.h"
 #include "test_rng.h"
 
@@ -367,14 +367,17 @@ static void run_decode(unsigned long seed) {
     const pb__kernels *variants[4];
     const size_t nk = pb__kernels_available(variants, 4);
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.fast), PB_OK);
+    pb__window *const wf = pb__window_of(t.fast);
     t.fast->k = variants[seed % nk];
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.stream),
                      PB_OK);
-    t.stream->filter_ok = 0;
+    pb__window *const ws = pb__window_of(t.stream);
+    ws->filter_ok = 0;
     t.stream->k = variants[(seed + 1) % nk];
     assert_int_equal(pb_kvcache_pyramidkv_create(&p, &o, NULL, &t.full), PB_OK);
-    t.full->filter_ok = 0;
-    t.full->stream_ok = 0;
+    pb__window *const wl = pb__window_of(t.full);
+    wl->filter_ok = 0;
+    wl->stream_ok = 0;
     t.full->k = variants[(seed + 2) % nk];
     /* Rows written past the caches change no value: alternate them. */
     t.fast->cfg.row_stores = (uint32_t)(seed % 2u);
@@ -388,44 +391,44 @@ static void run_decode(unsigned long seed) {
     for (uint32_t pos = 1; pos <= steps; ++pos) {
         const size_t n = t.ref.kept;
         for (size_t i = 0; i < n; ++i) w[i] = decode_weight(&r, style, i, n);
-        const int was_valid = t.fast->sums_valid;
-        const size_t lazy_before_step = t.fast->n_lazy;
+        const int was_valid = wf->sums_valid;
+        const size_t lazy_before_step = wf->n_lazy;
         assert_int_equal(pb_kvcache_observe(t.fast, pos, w, n), PB_OK);
         assert_int_equal(pb_kvcache_observe(t.stream, pos, w, n), PB_OK);
         assert_int_equal(pb_kvcache_observe(t.full, pos, w, n), PB_OK);
         assert_int_equal(ref_observe(&t.ref, pos, w, n), PB_OK);
-        if (was_valid && !t.fast->sums_valid) ++big_drops;
-        if (lazy_before_step > 0u && t.fast->n_lazy == 0u) ++lazy_left_by_steps;
+        if (was_valid && !wf->sums_valid) ++big_drops;
+        if (lazy_before_step > 0u && wf->n_lazy == 0u) ++lazy_left_by_steps;
         if (++since < cadence && t.ref.kept < t.ref.capacity) continue;
         since = 0;
         if (pbt_below(&r, 20) == 0) cadence = 1 + pbt_below(&r, max_cadence);
         const uint32_t ask =
             pbt_below(&r, 10) ? p.budget : pbt_below(&r, p.budget + 1);
         size_t na = 0, nb = 0, nc = 0, nd = 0;
-        const int valid_before = t.fast->sums_valid;
+        const int valid_before = wf->sums_valid;
         const int exact_before = valid_before &&
-                                 t.fast->obs_window <= 64u &&
-                                 t.fast->rounded_rows == 0u;
-        const size_t lazy_before = t.fast->n_lazy;
+                                 wf->obs_window <= 64u &&
+                                 wf->rounded_rows == 0u;
+        const size_t lazy_before = wf->n_lazy;
         const size_t holes_before = t.fast->n_holes;
-        const uint32_t gap_before = t.fast->gap; /* <= 8: no long gap */
-        const int prefix_before = t.fast->prefix_valid;
+        const uint32_t gap_before = wf->gap; /* <= 8: no long gap */
+        const int prefix_before = wf->prefix_valid;
         /* The filtered scan's guessed bound is only a hint: one far too
          * low (the scan misses and runs again) or far too high changes no
          * victim. A miss from the least margin takes the margin up two
          * steps; a huge guess that held is replaced by the scan's own. */
         const unsigned force = pbt_below(&r, 6);
         if (force == 0u) {
-            t.fast->guess_m = 0.0;
-            t.fast->guess_step = PB__GUESS_STEPS;
+            wf->guess_m = 0.0;
+            wf->guess_step = PB__GUESS_STEPS;
         } else if (force == 1u) {
-            t.fast->guess_m = 0x1p60;
-            t.fast->guess_step = 0u;
+            wf->guess_m = 0x1p60;
+            wf->guess_step = 0u;
         }
         assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 2048, &na), PB_OK);
-        if (force == 0u && t.fast->guess_step == PB__GUESS_STEPS - 2u)
+        if (force == 0u && wf->guess_step == PB__GUESS_STEPS - 2u)
             ++guess_misses;
-        if (force == 1u && t.fast->guess_m < 0x1p60) ++guess_huge_held;
+        if (force == 1u && wf->guess_m < 0x1p60) ++guess_huge_held;
         assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 2048, &nd),
                          PB_OK);
         assert_int_equal(pb_kvcache_evict(t.full, ask, vb, 2048, &nb), PB_OK);
@@ -439,39 +442,39 @@ static void run_decode(unsigned long seed) {
         /* An evict in the lazy state either ends it or (the filter, with
          * the sums kept) reads both layouts and adds holes to the new. */
         if (lazy_before > 0u && nc > 0) {
-            if (t.fast->n_lazy > 0u)
+            if (wf->n_lazy > 0u)
                 ++lazy_kept_by_evict;
             else
                 ++lazy_finished_by_evict;
         }
         if (nc > 0 && valid_before && gap_before <= 8u &&
-            t.fast->last_path == PB__PATH_FILTERED_COMPACTED &&
-            holes_before + nc <= t.fast->max_holes)
+            wf->last_path == PB__PATH_FILTERED_COMPACTED &&
+            holes_before + nc <= wf->max_holes)
             ++half_compactions;
-        if (t.fast->n_lazy > 0u && t.fast->n_holes > 0u) {
+        if (wf->n_lazy > 0u && t.fast->n_holes > 0u) {
             ++lazy_with_holes;
-            assert_true(t.fast->sums_valid);
+            assert_true(wf->sums_valid);
         }
         if (prefix_before && nc > 0 &&
-            (t.fast->last_path == PB__PATH_STREAMED ||
-             t.fast->last_path == PB__PATH_STREAMED_COMPACTED))
+            (wf->last_path == PB__PATH_STREAMED ||
+             wf->last_path == PB__PATH_STREAMED_COMPACTED))
             ++prefix_streams;
-        if (t.fast->n_lazy > 0u) ++lazy_entered;
+        if (wf->n_lazy > 0u) ++lazy_entered;
         if (nc > 0) {
             if (exact_before &&
-                (t.fast->last_path == PB__PATH_FILTERED ||
-                 t.fast->last_path == PB__PATH_FILTERED_COMPACTED))
+                (wf->last_path == PB__PATH_FILTERED ||
+                 wf->last_path == PB__PATH_FILTERED_COMPACTED))
                 ++exact_evicts;
-            paths[t.fast->last_path] += 1;
-            paths[t.stream->last_path] += 1;
-            assert_int_equal(t.full->last_path, PB__PATH_FULL);
-            assert_true(t.stream->last_path != PB__PATH_FILTERED &&
-                        t.stream->last_path != PB__PATH_FILTERED_COMPACTED);
-            if (valid_before && (t.fast->last_path == PB__PATH_STREAMED ||
-                                 t.fast->last_path ==
+            paths[wf->last_path] += 1;
+            paths[ws->last_path] += 1;
+            assert_int_equal(wl->last_path, PB__PATH_FULL);
+            assert_true(ws->last_path != PB__PATH_FILTERED &&
+                        ws->last_path != PB__PATH_FILTERED_COMPACTED);
+            if (valid_before && (wf->last_path == PB__PATH_STREAMED ||
+                                 wf->last_path ==
                                      PB__PATH_STREAMED_COMPACTED))
                 ++misses;
-            if (!valid_before && t.fast->sums_valid) ++rebuilt;
+            if (!valid_before && wf->sums_valid) ++rebuilt;
         }
         compare_scores(&t, &r);
     }

@@ -1,7 +1,7 @@
 /*
  * test_policy_source_paths.c - white-box tests of the score sources of the
  * scorers other than the window (score_sources.c) and of their hot loops
- * (simd_kernels.c), compiled with the engine's sources so that it can read
+ * (simd_kernels.c), linked with the library's objects so that it can read
  * the instance and pick the kernel variant:
  *
  *   - every variant of the scorers' loops this CPU runs (least score,
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "policy_internal.h"
+#include "source_internal.h"
 #include "reference_model.h"
 #include "fp_env.h"
 #include "test_rng.h"
@@ -242,18 +242,19 @@ static unsigned long least_used, one_victim_evicts;
 /* The cumulative and votes scorers' bounds, while they are kept, are at or
  * below every held score of their block (score_sources.c). */
 static void bounds_hold(const pb_kvcache *p) {
-    if (!p->bounds_ok) return;
-    const uint64_t *lb = (const uint64_t *)(const void *)p->hist;
+    const pb__source *S = (const pb__source *)(const void *)p;
+    if (!S->bounds_ok) return;
+    const uint64_t *lb = (const uint64_t *)(const void *)S->hist;
     for (size_t i = 0; i < p->kept; ++i) {
         const uint64_t b =
             p->cfg.scorer == PB_SCORER_CUMULATIVE
-                ? bits_of(((const double *)p->source)[i])
-                : ((const uint32_t *)p->source)[i];
-        assert_true(lb[i >> p->bounds_shift] <= b);
+                ? bits_of(((const double *)S->source)[i])
+                : ((const uint32_t *)S->source)[i];
+        assert_true(lb[i >> S->bounds_shift] <= b);
     }
     /* The floor is at or below every bound it covers. */
-    for (size_t b = 0; b < p->bounds_floor_end; ++b)
-        assert_true(p->bounds_floor <= lb[b]);
+    for (size_t b = 0; b < S->bounds_floor_end; ++b)
+        assert_true(S->bounds_floor <= lb[b]);
 }
 
 static void run_scenario(unsigned long seed) {
@@ -280,12 +281,16 @@ static void run_scenario(unsigned long seed) {
     ref_policy ref;
     assert_int_equal(pb_kvcache_create(&c, NULL, &p), PB_OK);
     assert_int_equal(ref_create_config(&ref, &c), PB_OK);
+    pb__source *const S = pb__source_of(p);
     p->k = variants[seed % nk];
     /* Votes that might saturate are checked before the update, the others
      * as it reads them (undone on a bad weight): both ways here. */
     const int votes_checked_first =
         c.scorer == PB_SCORER_VOTES && seed % 3u == 0u;
-    if (votes_checked_first) p->gap = UINT32_MAX;
+    if (votes_checked_first) {
+        S->gap = UINT32_MAX;
+        p->self_checks = 0;
+    }
     /* The cumulative and votes scorers' bounds over blocks of 2, 4, 8 or
      * 128 ranks on some seeds (32 and more otherwise): many blocks,
      * skipped, merged and remade, or a few long ones. */
@@ -298,7 +303,7 @@ static void run_scenario(unsigned long seed) {
     if (small_blocks) {
         assert_true((p->capacity - 1u) >> small_blocks <
                     PB__HIST_BINS * sizeof(size_t) / sizeof(uint64_t));
-        p->bounds_shift = small_blocks;
+        S->bounds_shift = small_blocks;
     }
 
     static float w[1024];
@@ -308,8 +313,11 @@ static void run_scenario(unsigned long seed) {
     for (uint32_t step = 0; step < steps; ++step) {
         if (pbt_below(&r, 400) == 0) { /* now and then a reset */
             assert_int_equal(pb_kvcache_reset(p), PB_OK);
-            if (votes_checked_first) p->gap = UINT32_MAX;
-            if (small_blocks) p->bounds_shift = small_blocks;
+            if (votes_checked_first) {
+                S->gap = UINT32_MAX;
+                p->self_checks = 0;
+            }
+            if (small_blocks) S->bounds_shift = small_blocks;
             ref_reset(&ref);
             pos = 0;
             since = 0;
@@ -326,7 +334,7 @@ static void run_scenario(unsigned long seed) {
             assert_memory_equal(va, vb, na * sizeof *va);
             if (na == 0) { /* nothing evictable (the last scorer) */
                 assert_int_equal(pb_kvcache_reset(p), PB_OK);
-                if (small_blocks) p->bounds_shift = small_blocks;
+                if (small_blocks) S->bounds_shift = small_blocks;
                 ref_reset(&ref);
                 pos = 0;
             }
@@ -342,9 +350,9 @@ static void run_scenario(unsigned long seed) {
                                                : pbt_below(&r, (uint32_t)n);
             const float keep = w[at];
             w[at] = bad[pbt_below(&r, 4)];
-            const int least_ok = p->least_ok;
+            const int least_ok = S->least_ok;
             assert_int_equal(pb_kvcache_observe(p, pos, w, n), PB_ERR_WEIGHT);
-            assert_int_equal(p->least_ok, least_ok);
+            assert_int_equal(S->least_ok, least_ok);
             assert_int_equal(pb_kvcache_kept_count(p), n);
             w[at] = keep;
         }
@@ -365,7 +373,7 @@ static void run_scenario(unsigned long seed) {
                                               : pbt_below(&r, c.budget + 1);
         /* The least an observe found is the least score of the range the
          * evict will compute, and it is right. */
-        const int had_least = p->least_ok;
+        const int had_least = S->least_ok;
         if (had_least) {
             const size_t kept = ref.kept;
             const size_t window = c.recent_window;
@@ -373,22 +381,22 @@ static void run_scenario(unsigned long seed) {
             if (p->unobserved > recent) recent = p->unobserved;
             const size_t end = kept - recent;
             const size_t sinks = ref_sink_count(&ref);
-            assert_int_equal(p->least_first, sinks < end ? sinks : end);
-            assert_int_equal(p->least_end, end);
+            assert_int_equal(S->least_first, sinks < end ? sinks : end);
+            assert_int_equal(S->least_end, end);
             uint64_t least = UINT64_MAX;
             size_t at = 0;
-            for (size_t i = p->least_first; i < p->least_end; ++i) {
+            for (size_t i = S->least_first; i < S->least_end; ++i) {
                 const uint64_t b =
                     c.scorer == PB_SCORER_CUMULATIVE
-                        ? bits_of(((const double *)p->source)[i])
-                        : ((const uint32_t *)p->source)[i];
+                        ? bits_of(((const double *)S->source)[i])
+                        : ((const uint32_t *)S->source)[i];
                 if (b < least) {
                     least = b;
                     at = i;
                 }
             }
-            assert_true(p->least == least);
-            assert_int_equal(p->least_at, at);
+            assert_true(S->least == least);
+            assert_int_equal(S->least_at, at);
         }
         size_t na = 0, nb = 0;
         assert_int_equal(pb_kvcache_evict(p, ask, va, 1024, &na), PB_OK);

@@ -1,0 +1,135 @@
+/*
+ * source_scorers.c - what the score sources (cumulative, last, votes,
+ * none) share before and beside a step: the layout and sizing of their
+ * block from their kind (source_internal.h), their set-up, and the peek
+ * of their lowest-ranked evictable positions. Their scores and evicts are
+ * score_sources.c; each scorer's own rule is its file.
+ */
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "source_internal.h"
+
+_Static_assert(sizeof(pb__source) <= PB__STATE_BYTES,
+               "the score sources' state fits its reserve");
+
+/* The ranks of room before the arrays' starts (pb__source_kind.slack_div):
+ * the last scorer has a 16th of the capacity (3/4 byte per held
+ * position), so that a victim's gap can close from the shorter side. Its
+ * scores are one step's attention, so its victims lie anywhere; the
+ * cumulative and votes scores grow with age, so theirs lie mostly among
+ * the newest ranks, where the room would only cost memory and vectors off
+ * their alignment (measured: no gain for cumulative, votes 4 % slower),
+ * and the none scorer's go from the front, but its 4 bytes per position
+ * are its whole budget. */
+static size_t source_slack(const pb__source_kind *kind, size_t capacity) {
+    return kind->slack_div != 0u ? capacity / kind->slack_div : 0u;
+}
+
+/* Offsets of the arrays from the start of the block. */
+typedef struct source_layout {
+    size_t off_pos, off_scores, off_spare, off_hist;
+    size_t total;
+} source_layout;
+
+/* The block: the state, the positions, one score per position (as wide
+ * as the scorer needs; the last scorer two, its scores and the spare
+ * array a step writes its record to), each with source_slack ranks of
+ * room, and, when victims are chosen by score, the selection histogram.
+ * No ring, no holes, no pooling or prefill scratch. */
+static pb_status layout_of(const pb__config *cfg, const pb__source_kind *kind,
+                           source_layout *out) {
+    if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
+    const size_t capacity = (size_t)cfg->capacity;
+    const size_t per = kind->per;
+    const int spare = kind->spare;
+    const size_t ranks = capacity + source_slack(kind, capacity);
+    memset(out, 0, sizeof *out);
+    size_t cursor = 0, off_state = 0;
+    if (!pb__region(&cursor, PB__STATE_BYTES, &off_state) ||
+        !pb__region(&cursor, ranks * sizeof(uint32_t), &out->off_pos) ||
+        !pb__region(&cursor, ranks * per, &out->off_scores) ||
+        !pb__region(&cursor, spare ? ranks * per : 0u, &out->off_spare) ||
+        !pb__region(&cursor, per ? PB__HIST_BINS * sizeof(size_t) : 0u,
+                    &out->off_hist) ||
+        cursor > SIZE_MAX - (PB__ALIGN - 1u))
+        return PB_ERR_TOO_LARGE;
+    assert(off_state == 0u);
+    (void)off_state;
+    out->total = cursor + (PB__ALIGN - 1u);
+    return PB_OK;
+}
+
+pb_status pb__source_size(const pb__config *cfg, const pb__source_kind *kind,
+                          size_t *total) {
+    source_layout l;
+    const pb_status st = layout_of(cfg, kind, &l);
+    if (st == PB_OK) *total = l.total;
+    return st;
+}
+
+void pb__source_init(pb_kvcache *inst, const pb__source_kind *kind) {
+    pb__source *p = pb__source_of(inst);
+    source_layout l;
+    const pb_status st = layout_of(&p->c.cfg, kind, &l);
+    assert(st == PB_OK); /* create sized the block by the same layout */
+    (void)st;
+    unsigned char *base = (unsigned char *)(void *)p;
+    p->kind = kind;
+    p->per = kind->per;
+    p->slack = source_slack(kind, p->c.capacity);
+    p->c.pos = (uint32_t *)(void *)(base + l.off_pos);
+    p->source = p->per ? (void *)(base + l.off_scores) : NULL;
+    if (kind->spare) p->source_spare = base + l.off_spare;
+    p->hist = p->per ? (size_t *)(void *)(base + l.off_hist) : NULL;
+    pb__source_reset(inst);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Peek                                                                     */
+
+/* The k lowest of ranks first .. end-1 by (score, rank), in that order,
+ * one pass each: the least pair above the one found before. The keys are
+ * the scores' bit patterns (or votes), which order as the scores do; the
+ * none scorer's are all 0, so its order is the ranks'. Nothing moves and
+ * no scratch is used. */
+void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
+                            size_t end, size_t k, uint32_t *positions,
+                            double *scores, void *work) {
+    const pb__source *p = (const pb__source *)(const void *)inst;
+    (void)work;
+    assert(first <= end && k <= end - first);
+    const int wide = p->per == sizeof(double);
+    uint64_t prev_key = 0u;
+    size_t prev_rank = 0u;
+    for (size_t t = 0; t < k; ++t) {
+        uint64_t best_key = UINT64_MAX;
+        size_t best = end;
+        for (size_t i = first; i < end; ++i) {
+            uint64_t key = 0u;
+            if (wide)
+                memcpy(&key, (const double *)p->source + i, sizeof key);
+            else if (p->per != 0u)
+                key = ((const uint32_t *)p->source)[i];
+            if (t > 0u &&
+                (key < prev_key || (key == prev_key && i <= prev_rank)))
+                continue; /* already taken */
+            if (best == end || key < best_key) {
+                best_key = key;
+                best = i;
+            }
+        }
+        assert(best < end);
+        positions[t] = p->c.pos[best];
+        scores[t] = pb__source_score(inst, best);
+        prev_key = best_key;
+        prev_rank = best;
+    }
+}
+
+size_t pb__source_peek_work_bytes(const pb_kvcache *inst) {
+    (void)inst;
+    return 0u;
+}
