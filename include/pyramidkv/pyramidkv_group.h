@@ -28,7 +28,7 @@ extern "C" {
 typedef struct pb_kvcache_group pb_kvcache_group;
 
 /* The first released size of pb_kvcache_group_params (0.2.0). */
-#define PB_KVCACHE_GROUP_PARAMS_SIZE_0_2 20u
+#define PB_KVCACHE_GROUP_PARAMS_SIZE_0_2 24u
 
 /* Most KV heads a group takes. */
 #define PB_KVCACHE_GROUP_MAX_HEADS 4096u
@@ -38,7 +38,7 @@ typedef struct pb_kvcache_group pb_kvcache_group;
  * Defaults in brackets; create refuses any value outside the range. */
 typedef struct pb_kvcache_group_params {
     uint32_t struct_size;     /* sizeof(pb_kvcache_group_params) of the
-                                 caller's header; at least 20 */
+                                 caller's header; at least 24 */
     uint32_t num_heads;       /* [8] KV heads of the layer, 1 ..
                                  PB_KVCACHE_GROUP_MAX_HEADS */
     uint32_t floor_permille;  /* [200] Ada-KV's safeguard alpha in
@@ -53,10 +53,15 @@ typedef struct pb_kvcache_group_params {
     uint32_t prefill_max_len; /* [0] longest prompt pb_kvcache_group_prefill
                                  takes without a caller workspace; 0: none
                                  reserved */
+    uint32_t head_cap_permille; /* [0] 0, or at least 1000: no head keeps
+                                 more than C = floor(S * head_cap_permille
+                                 / 1000) positions after an evict or
+                                 prefill (it gives up its lowest first),
+                                 which bounds head_capacity; 0: no cap */
 } pb_kvcache_group_params;
 
 #define PB_KVCACHE_GROUP_PARAMS_DEFAULT                                       \
-    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u }
+    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u, 0u }
 
 /* A group's sizes, all known before anything runs (pb_kvcache_group_plan)
  * and fixed for its life. The caller sets struct_size to
@@ -72,7 +77,8 @@ typedef struct pb_kvcache_group_plan_info {
     uint32_t head_min;      /* recent_window + f: a head holding more
                                never drops below this in a group evict */
     uint32_t head_max;      /* the most a head holds after a group evict
-                               or prefill that reached the layer total */
+                               or prefill that reached the layer total
+                               (at most the cap C when there is one) */
     uint32_t head_capacity; /* head_max + slack: the most a head ever
                                holds (size each head's K/V buffer so) */
     uint32_t reserved;      /* 0 */
@@ -178,10 +184,12 @@ PB_API pb_status pb_kvcache_group_observe(pb_kvcache_group *group,
  * candidates are its evictable positions (as for pb_kvcache_evict:
  * neither sinks, nor the newest recent_window, nor the last scorer's
  * unobserved ones) ranked by its own scorer's key and position, except
- * its `floor` best-ranked ones; the victims are the held_total - target
- * lowest candidates of all heads, ordered by key ascending, then position
- * ascending, then head index ascending (docs/spec.md §16.3). Fewer go when
- * fewer are candidates (the layer then stays above target).
+ * its `floor` best-ranked ones. With a head cap C, a head holding more
+ * than C first gives up its lowest candidates down to C. Then the lowest
+ * candidates of all heads, ordered by key ascending, then position
+ * ascending, then head index ascending, go until held_total - target have
+ * gone (docs/spec.md §16.3). Fewer go when fewer are candidates (the layer
+ * then stays above target).
  *
  * victims receives the victims head by head (head 0's ascending, then head
  * 1's, ...), counts[h] the number head h gave up, *n_victims their sum.
