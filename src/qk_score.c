@@ -31,6 +31,7 @@ struct pb_qk {
     unsigned char *spare;/* [16 * max_keys] */
     float *block;        /* [max_rows * max_keys]: the reduced rows */
     size_t work_bytes;   /* logits + heads + spare */
+    pb__qk_logits_fn logits_fn; /* the best variant, chosen at create */
 };
 
 static size_t round_up(size_t n) {
@@ -134,6 +135,7 @@ PB_API pb_status pb_qk_create(const pb_qk_config *config,
     qk->spare = base + o[4];
     qk->block = (float *)(void *)(base + o[5]);
     qk->work_bytes = o[5] - o[2];
+    qk->logits_fn = pb__qk_logits_best();
     *out = qk;
     return PB_OK;
 }
@@ -142,45 +144,6 @@ PB_API void pb_qk_destroy(pb_qk *qk) {
     if (qk == NULL) return;
     const pb_allocator a = qk->alloc;
     a.free(a.ctx, qk->raw, qk->bytes);
-}
-
-/* Key i of k, converted exactly to double, into qk->kd. */
-static void load_key(const pb_qk *qk, const void *k, size_t k_stride,
-                     size_t i) {
-    const size_t d = qk->head_dim;
-    double *kd = qk->kd;
-    switch (qk->key_type) {
-    case PB_KEYS_F16: {
-        const uint16_t *row = (const uint16_t *)k + i * k_stride;
-        for (size_t j = 0; j < d; ++j) kd[j] = (double)pb__f16_to_f32(row[j]);
-        break;
-    }
-    case PB_KEYS_BF16: {
-        const uint16_t *row = (const uint16_t *)k + i * k_stride;
-        for (size_t j = 0; j < d; ++j)
-            kd[j] = (double)pb__bf16_to_f32(row[j]);
-        break;
-    }
-    default: {
-        const float *row = (const float *)k + i * k_stride;
-        for (size_t j = 0; j < d; ++j) kd[j] = (double)row[j];
-        break;
-    }
-    }
-}
-
-/* The dot product of docs/spec.md §14.2: eight lanes, lane l the sum in
- * ascending j of the products of the elements j = l (mod 8), then the
- * lanes added as a fixed tree. The products of two floats are exact in
- * double, so a fused multiply-add gives the same sums. */
-static double dot8(const double *a, const double *b, size_t d) {
-    double acc[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    size_t j = 0;
-    for (; j + 8u <= d; j += 8u)
-        for (size_t l = 0; l < 8u; ++l) acc[l] += a[j + l] * b[j + l];
-    for (size_t l = 0; j + l < d; ++l) acc[l] += a[j + l] * b[j + l];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
-           ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 /* Nonzero if any of the group's rows of query row r has a NaN or an
@@ -212,17 +175,10 @@ static int score_row(pb_qk *qk, const float *q, size_t q_head_stride,
         const float *row = q + h * q_head_stride + r * q_row_stride;
         for (size_t j = 0; j < d; ++j) qk->qd[h * d + j] = (double)row[j];
     }
-    /* Logits: one key at a time against every head of the group. A
-     * non-finite element makes its dot product NaN or infinite. */
-    double bad = 0.0;
-    for (size_t i = 0; i < vis; ++i) {
-        load_key(qk, k, k_stride, i);
-        for (size_t h = 0; h < g; ++h) {
-            const double z = dot8(qk->qd + h * d, qk->kd, d) * qk->scale;
-            qk->logits[h * kmax + i] = z;
-            bad += z - z; /* 0 while finite, NaN once not */
-        }
-    }
+    /* Logits: one key at a time against every head of the group. */
+    const double bad = qk->logits_fn(qk->qd, g, d, k, k_stride, qk->key_type,
+                                     vis, qk->scale, qk->logits, kmax,
+                                     qk->kd);
     if (bad != 0.0 || bad != bad) return 0;
 
     /* Softmax per head: subtract the maximum, exponentiate, sum in

@@ -3,7 +3,9 @@
  * (src/runtime_internal.h, src/qk_math.c compiled in): every binary16
  * and bfloat16 bit pattern converts to the value its fields define, and
  * the exponential stays within 2 ulp of libm's over its whole domain,
- * with 0 below -745.
+ * with 0 below -745; every variant of the logits kernel (qk_kernels.c)
+ * this CPU runs gives the same bits as the portable one, for every key
+ * type, head dims with and without a tail, and groups of 1 to 9 heads.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "qk_reference.h"
 #include "runtime_internal.h"
@@ -60,11 +63,54 @@ static void exp_within_two_ulp(void **state) {
     assert_true(pb__exp_nonpos(-INFINITY) == 0.0);
 }
 
+static void kernels_identical(void **state) {
+    (void)state;
+    pb__qk_logits_fn fns[8];
+    const size_t n_fns = pb__qk_logits_available(fns, 8u);
+    assert_true(n_fns >= 1u && n_fns <= 8u);
+    fprintf(stderr, "%zu logits variants on this CPU\n", n_fns);
+    pbt_rng g = {77u};
+    enum { MAXD = 136, MAXG = 9, KEYS = 37 };
+    static double qd[MAXG * MAXD], kd[MAXD], want[MAXG * KEYS],
+        got[MAXG * KEYS];
+    static uint32_t k[KEYS * (MAXD + 3)];
+    const size_t dims[6] = {1u, 7u, 8u, 64u, 128u, 136u};
+    for (size_t di = 0; di < 6u; ++di)
+        for (size_t grp = 1; grp <= MAXG; ++grp)
+            for (uint32_t t = 0; t < 3u; ++t) {
+                const size_t d = dims[di], stride = d + 3u;
+                for (size_t i = 0; i < grp * d; ++i)
+                    qd[i] = (double)(float)(pbt_unit(&g) * 4.0 - 2.0);
+                for (size_t i = 0; i < KEYS * stride; ++i) {
+                    const uint32_t r = (uint32_t)pbt_next(&g);
+                    if (t == 0u) {
+                        const float f = (float)(pbt_unit(&g) * 4.0 - 2.0);
+                        memcpy(&k[i], &f, sizeof f);
+                    } else { /* finite 16-bit patterns of any size */
+                        const uint16_t h = (uint16_t)(t == 1u ? r & 0x7BFFu
+                                                              : r & 0x7F7Fu);
+                        ((uint16_t *)k)[i] = h;
+                    }
+                }
+                memset(want, 0, sizeof want);
+                const double bw = fns[0](qd, grp, d, k, stride, t, KEYS,
+                                         0.125, want, KEYS, kd);
+                for (size_t f = 1; f < n_fns; ++f) {
+                    memset(got, 0, sizeof got);
+                    const double bg = fns[f](qd, grp, d, k, stride, t, KEYS,
+                                             0.125, got, KEYS, kd);
+                    assert_memory_equal(&bw, &bg, sizeof bw);
+                    assert_memory_equal(want, got, sizeof want);
+                }
+            }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(f16_every_pattern),
         cmocka_unit_test(bf16_every_pattern),
         cmocka_unit_test(exp_within_two_ulp),
+        cmocka_unit_test(kernels_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
