@@ -6,7 +6,8 @@
  * the conversions are exact, the products of two floats are exact in
  * double, and lane l of the eight adds the products j = l (mod 8) in
  * ascending j in all of them (a vector register holds lanes side by side,
- * it never reorders one lane's sums). It owns nothing else.
+ * it never reorders one lane's sums); and the softmax numerators
+ * (pb__exp_core over a row), in the same variants. It owns nothing else.
  */
 #include <string.h>
 
@@ -153,6 +154,57 @@ PB__QK_AVX512 static double logits_avx512(
 }
 #endif
 #endif
+
+/* The softmax numerators, in the same variants. */
+PB__QK_INLINE void exp_body(double *z, size_t n, double m) {
+    for (size_t i = 0; i < n; ++i) z[i] = pb__exp_core(z[i] - m);
+}
+
+static void exp_generic(double *z, size_t n, double m) { exp_body(z, n, m); }
+#if PB__QK_X86
+__attribute__((target("avx2"))) static void exp_avx2(double *z, size_t n,
+                                                     double m) {
+    exp_body(z, n, m);
+}
+#if !defined(PB_NO_AVX512)
+PB__QK_AVX512 static void exp_avx512(double *z, size_t n, double m) {
+    exp_body(z, n, m);
+}
+#endif
+#endif
+
+pb__qk_exp_fn pb__qk_exp_best(void) {
+#if PB__QK_X86
+    __builtin_cpu_init();
+#if !defined(PB_NO_AVX512)
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl"))
+        return exp_avx512;
+#endif
+    if (__builtin_cpu_supports("avx2")) return exp_avx2;
+#endif
+    return exp_generic;
+}
+
+size_t pb__qk_exp_available(pb__qk_exp_fn *out, size_t cap) {
+    size_t n = 0;
+    if (n < cap) out[n] = exp_generic;
+    ++n;
+#if PB__QK_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+        if (n < cap) out[n] = exp_avx2;
+        ++n;
+    }
+#if !defined(PB_NO_AVX512)
+    if (pb__qk_exp_best() == exp_avx512) {
+        if (n < cap) out[n] = exp_avx512;
+        ++n;
+    }
+#endif
+#endif
+    return n;
+}
 
 pb__qk_logits_fn pb__qk_logits_best(void) {
 #if PB__QK_X86

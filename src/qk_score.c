@@ -31,7 +31,8 @@ struct pb_qk {
     unsigned char *spare;/* [16 * max_keys] */
     float *block;        /* [max_rows * max_keys]: the reduced rows */
     size_t work_bytes;   /* logits + heads + spare */
-    pb__qk_logits_fn logits_fn; /* the best variant, chosen at create */
+    pb__qk_logits_fn logits_fn; /* the best variants, chosen at create */
+    pb__qk_exp_fn exp_fn;
 };
 
 static size_t round_up(size_t n) {
@@ -136,6 +137,7 @@ PB_API pb_status pb_qk_create(const pb_qk_config *config,
     qk->block = (float *)(void *)(base + o[5]);
     qk->work_bytes = o[5] - o[2];
     qk->logits_fn = pb__qk_logits_best();
+    qk->exp_fn = pb__qk_exp_best();
     *out = qk;
     return PB_OK;
 }
@@ -188,11 +190,9 @@ static int score_row(pb_qk *qk, const float *q, size_t q_head_stride,
         double *z = qk->logits + h * kmax;
         double m = z[0];
         for (size_t i = 1; i < vis; ++i) m = z[i] > m ? z[i] : m;
+        qk->exp_fn(z, vis, m);
         double sum = 0.0;
-        for (size_t i = 0; i < vis; ++i) {
-            z[i] = pb__exp_nonpos(z[i] - m);
-            sum += z[i];
-        }
+        for (size_t i = 0; i < vis; ++i) sum += z[i];
         float *w = heads + h * vis;
         for (size_t i = 0; i < vis; ++i) w[i] = (float)(z[i] / sum);
     }

@@ -13,10 +13,72 @@
 
 #include "pyramidkv/pyramidkv.h"
 
-/* exp(x) for x <= 0 by the fixed sequence of double operations of
- * docs/spec.md §14.3 (no libm), so every platform gets the same bits:
- * 0.0 below -745.0, otherwise within 2 ulp of exp(x). */
+/* 2^k for -1022 <= k <= 1023, from its bits. */
+static inline double pb__pow2(int32_t k) {
+    const uint64_t b = (uint64_t)(int64_t)(k + 1023) << 52;
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+/* exp(x) for finite x <= 0 by the fixed sequence of double operations of
+ * docs/spec.md §15.5 (no libm), so every platform gets the same bits:
+ * 0.0 unless x > -745.0, otherwise within 2 ulp of exp(x). Written
+ * without branches (each case computed, one chosen) so that a loop over
+ * it vectorises; the files that use it are built with floating-point
+ * contraction off, so no fused multiply-add merges two roundings. */
+static inline double pb__exp_core(double x) {
+    /* ln 2 split (Cody and Waite): LN2_HI has 32 significant bits, so
+     * k * LN2_HI is exact for |k| < 2^20. */
+    const double LN2_HI = 0x1.62e42feep-1;
+    const double LN2_LO = 0x1.a39ef35793c76p-33;
+    const double INV_LN2 = 0x1.71547652b82fep0;
+    /* x clamped to 0 above 0 and to -0.0 at or below -745 (where the
+     * result is 0 anyway), by exact products with 0.0 or 1.0: arithmetic
+     * instead of selects, which compilers vectorise more readily. x is
+     * finite (callers pass differences of finite logits). */
+    const double xp = x * (double)(x <= 0.0);
+    const double xs = xp * (double)(xp > -745.0);
+    /* k = floor(x / ln 2 + 1/2), -1075 <= k <= 0 */
+    const double t = xs * INV_LN2 + 0.5;
+    const int32_t ti = (int32_t)t; /* toward zero ... */
+    const int32_t k = ti - (int32_t)((double)ti > t); /* ... made a floor */
+    const double kd = (double)k;
+    const double r = (xs - kd * LN2_HI) - kd * LN2_LO;
+    /* exp(r), |r| <= 0.35: Taylor to degree 13 by Horner; the first
+     * omitted term is below 4.2e-18 relative. */
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 1.0 / 2.0;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    /* p * 2^k in two steps below 2^-1000 (p * 2^-100 is exact), one
+     * otherwise (p * 1.0 is p). */
+    const int32_t k1 = -100 * (int32_t)(k < -1000);
+    const double e = (p * pb__pow2(k1)) * pb__pow2(k - k1);
+    return e * (double)(x > -745.0); /* e is finite: 0.0 or e exactly */
+}
+
+/* pb__exp_core, out of line (for the tests). */
 double pb__exp_nonpos(double x);
+
+/* z[i] = pb__exp_core(z[i] - m) for i < n: the softmax numerators. One
+ * variant per instruction set (qk_kernels.c), all bit-identical. */
+typedef void (*pb__qk_exp_fn)(double *z, size_t n, double m);
+
+/* The best variant this CPU runs, and all of them (the portable one
+ * first; up to cap written, the count returned), for the tests. */
+pb__qk_exp_fn pb__qk_exp_best(void);
+size_t pb__qk_exp_available(pb__qk_exp_fn *out, size_t cap);
 
 /* An IEEE binary16 value, exactly as binary32 (every binary16 value is
  * one), from its bits, by integer operations plus one exact int-to-float
