@@ -3,7 +3,7 @@
  * runtime's queries and one KV head's keys, the group of query heads
  * reduced, and fed to a policy instance as a decode step or a prefill.
  * It owns the scorer object, its scratch and the arithmetic of
- * docs/spec.md §14; it reaches the engine only through the public calls
+ * docs/spec.md §15; it reaches the engine only through the public calls
  * pb_kvcache_observe, pb_kvcache_prefill and pb_kvcache_head_reduce.
  */
 #include <math.h>

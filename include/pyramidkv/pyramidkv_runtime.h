@@ -10,7 +10,7 @@
  * It owns these declarations only; the instances they drive are ordinary
  * pb_kvcache instances. docs/guide.md shows the three-call decode loop
  * (pb_qk_observe, pb_kvcache_evict_slots, pb_kvcache_compact_rows), and
- * docs/spec.md §14 states the Q/K scoring arithmetic exactly.
+ * docs/spec.md §15 states the Q/K scoring arithmetic exactly.
  */
 #ifndef PYRAMIDKV_PYRAMIDKV_RUNTIME_H
 #define PYRAMIDKV_PYRAMIDKV_RUNTIME_H
@@ -152,7 +152,7 @@ PB_API pb_status pb_qk_create(const pb_qk_config *config,
 PB_API void pb_qk_destroy(pb_qk *qk);
 
 /* The attention of `rows` query rows over n_keys keys, the group reduced,
- * written to out[r * n_keys + i] (docs/spec.md §14 gives every operation
+ * written to out[r * n_keys + i] (docs/spec.md §15 gives every operation
  * and its order).
  *
  * Queries: float32; head h's row r starts at q + h * q_head_stride +
