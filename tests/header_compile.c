@@ -42,3 +42,22 @@ int pb_header_probe_family_c11(void) {
            (pb_kvcache_sliding_window.destroy != NULL) + (score != NULL) +
            (sinks != NULL) + (int)PB_SCORER_NONE;
 }
+
+int pb_header_probe_runtime_c11(void);
+
+/* The runtime helpers: the scorer's config and its _DEFAULT, the key
+ * types, the share constant and the new functions. */
+int pb_header_probe_runtime_c11(void) {
+    const pb_qk_config c = PB_QK_CONFIG_DEFAULT;
+    pb_status (*obs)(pb_qk *, pb_kvcache *, uint32_t, const float *, size_t,
+                     const void *, size_t, size_t) = pb_qk_observe;
+    pb_status (*slots)(pb_kvcache *, uint32_t, uint32_t *, uint32_t *, size_t,
+                       size_t *) = pb_kvcache_evict_slots;
+    pb_status (*compact)(const uint32_t *, size_t, size_t, void *, size_t,
+                         size_t, void *, size_t, size_t) =
+        pb_kvcache_compact_rows;
+    return (int)(c.head_dim + c.group + c.max_rows) +
+           (c.struct_size == sizeof c) + (obs != NULL) +
+           (slots != NULL) + (compact != NULL) +
+           (PB_KVCACHE_BUDGET_SHARE == UINT32_MAX) + (int)PB_KEYS_BF16;
+}

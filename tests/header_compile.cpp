@@ -40,3 +40,21 @@ extern "C" int pb_header_probe_family_cxx(void) {
            (score != nullptr) + (sinks != nullptr) +
            static_cast<int>(PB_SCORER_NONE);
 }
+
+extern "C" int pb_header_probe_runtime_cxx(void);
+
+extern "C" int pb_header_probe_runtime_cxx(void) {
+    const pb_qk_config c = PB_QK_CONFIG_DEFAULT;
+    pb_status (*obs)(pb_qk *, pb_kvcache *, uint32_t, const float *, size_t,
+                     const void *, size_t, size_t) = pb_qk_observe;
+    pb_status (*slots)(pb_kvcache *, uint32_t, uint32_t *, uint32_t *, size_t,
+                       size_t *) = pb_kvcache_evict_slots;
+    pb_status (*compact)(const uint32_t *, size_t, size_t, void *, size_t,
+                         size_t, void *, size_t, size_t) =
+        pb_kvcache_compact_rows;
+    return static_cast<int>(c.head_dim + c.group + c.max_rows) +
+           (c.struct_size == sizeof c) + (obs != nullptr) +
+           (slots != nullptr) + (compact != nullptr) +
+           (PB_KVCACHE_BUDGET_SHARE == UINT32_MAX) +
+           static_cast<int>(PB_KEYS_BF16);
+}

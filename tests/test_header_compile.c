@@ -12,6 +12,8 @@ int pb_header_probe_c11(void);
 int pb_header_probe_cxx(void);
 int pb_header_probe_family_c11(void);
 int pb_header_probe_family_cxx(void);
+int pb_header_probe_runtime_c11(void);
+int pb_header_probe_runtime_cxx(void);
 
 static void both_languages_agree(void **state) {
     (void)state;
@@ -24,7 +26,17 @@ static void both_languages_agree(void **state) {
                      pb_header_probe_family_c11());
 }
 
+/* pyramidkv_runtime.h: 128 + 1 + 32 from PB_QK_CONFIG_DEFAULT, five
+ * truths, and PB_KEYS_BF16 (2). */
+static void runtime_header_agrees(void **state) {
+    (void)state;
+    assert_int_equal(pb_header_probe_runtime_c11(), 161 + 5 + 2);
+    assert_int_equal(pb_header_probe_runtime_cxx(),
+                     pb_header_probe_runtime_c11());
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(both_languages_agree)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(both_languages_agree),
+                                       cmocka_unit_test(runtime_header_agrees)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

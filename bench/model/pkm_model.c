@@ -266,6 +266,8 @@ int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
             for (size_t i = 0; i < hd; i++) qh[i] *= qscale;
             rope(qh, cs, sn, half);
         }
+        if (m->q_out)
+            memcpy(m->q_out + (size_t)l * qd, m->q, qd * sizeof(float));
         for (size_t kv = 0; kv < c->n_kv_heads; kv++) {
             pkm_slot *s = &ls[kv];
             float *kr = s->k + (size_t)s->n * hd;

@@ -34,6 +34,11 @@ typedef struct pkm_model {
     float *rope_sin;
     /* scratch for one forward step */
     float *x, *hx, *q, *k, *v, *o, *h1, *h3, *scores;
+    /* NULL (the default), or [n_layers][n_heads][head_dim] that every step
+     * fills with each layer's queries as its attention uses them (scaled
+     * by 1/sqrt(head_dim), then rotated): for a caller that scores from
+     * queries and keys (bench/examples/qk_model_loop.c). */
+    float *q_out;
 } pkm_model;
 
 /* One KV head's cache in one layer: held positions in ascending order and

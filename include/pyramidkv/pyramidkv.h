@@ -586,5 +586,6 @@ PB_API size_t pb_kvcache_memory_bytes(const pb_kvcache *policy);
 #include "pyramidkv/pyramidkv_schedule.h"
 #include "pyramidkv/pyramidkv_group.h"
 #include "pyramidkv/pyramidkv_preference.h"
+#include "pyramidkv/pyramidkv_runtime.h"
 
 #endif /* PYRAMIDKV_PYRAMIDKV_H */
