@@ -26,6 +26,7 @@ typedef int (*pkm_schedule_fn)(uint32_t budget, uint32_t num_layers,
 
 /* One row family of the evaluation: a schedule and an in-layer scorer. */
 typedef struct pkm_method {
+    const char *key;       /* short name for model_eval --methods */
     const char *name;      /* row label */
     pkm_schedule_fn schedule;
     uint32_t schedule_arg;
