@@ -174,7 +174,7 @@ static int select_methods(const char *list, const pkm_method **out,
 
 /* The quick comparison's rows: uniform, the r=4 pyramid and every
  * head-adaptive window row the table has. */
-static const char DEFAULT_METHODS[] = "uniform,pyramid4";
+static const char DEFAULT_METHODS[] = "uniform,pyramid4,ada-snapkv";
 
 static void presets(eval_opts *o)
 {
