@@ -41,7 +41,7 @@ static uint32_t find_key(const eval_prompt *p)
 
 int eval_needles(eval_prompt_set *s, const unsigned char *text,
                  size_t text_len, uint32_t len, uint32_t n, uint64_t seed,
-                 char *err, size_t errlen)
+                 uint64_t *rng_out, char *err, size_t errlen)
 {
     s->p = calloc(n ? n : 1, sizeof *s->p);
     s->n = 0;
@@ -51,6 +51,7 @@ int eval_needles(eval_prompt_set *s, const unsigned char *text,
     }
     const size_t ql = strlen(QUESTION);
     uint64_t rng = seed * 0x100000001B3ull + 17;
+    *rng_out = rng;
     for (uint32_t i = 0; i < n; i++) {
         eval_prompt *p = &s->p[i];
         char key[8], needle[64];
@@ -85,6 +86,7 @@ int eval_needles(eval_prompt_set *s, const unsigned char *text,
         memcpy(p->answer, key, 5);
         p->depth = (int)(i % EVAL_N_DEPTHS);
         p->key_pos = find_key(p);
+        *rng_out = rng;
     }
     return 0;
 }

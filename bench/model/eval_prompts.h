@@ -34,10 +34,12 @@ typedef struct eval_prompt_set {
  * the needle " The pass key is NNNNN. Remember it. " at depth
  * (i mod 5) / 4 of the haystack, the question
  * "\nWhat is the pass key? The pass key is ", the answer the 5 digits.
- * Deterministic in seed. Returns 0, or -1 (message in err). */
+ * Deterministic in seed: *rng is set from it and left after the last draw
+ * (the held-out NLL windows are drawn next). Returns 0, or -1 (message in
+ * err). */
 int eval_needles(eval_prompt_set *s, const unsigned char *text,
                  size_t text_len, uint32_t len, uint32_t n, uint64_t seed,
-                 char *err, size_t errlen);
+                 uint64_t *rng, char *err, size_t errlen);
 
 /* Reads prompts from a file: one prompt a line, three tab-separated fields
  * context, question, answer, with the escapes \n \t \\ (a line starting

@@ -254,6 +254,9 @@ int main(int argc, char **argv)
     const uint32_t plen = o.ctx - 6; /* built-in prompt: 5 digits + 1 fit */
     eval_prompt_set ps = {0};
     uint32_t max_len = o.ctx + 8;
+    /* the prompts' draws, then the NLL windows' (as in every earlier
+     * version of this program: --full draws the same windows) */
+    uint64_t rng = o.seed * 0x100000001B3ull + 17;
     if (o.prompts) {
         if (eval_prompts_read(&ps, o.prompts, m.rope_len - 8, err, sizeof err)) {
             fprintf(stderr, "model_eval: %s\n", err);
@@ -262,8 +265,8 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < ps.n; i++)
             if (ps.p[i].len + ps.p[i].ans_len + 8 > max_len)
                 max_len = ps.p[i].len + ps.p[i].ans_len + 8;
-    } else if (eval_needles(&ps, text, text_len, plen, o.needles, o.seed, err,
-                            sizeof err) != 0) {
+    } else if (eval_needles(&ps, text, text_len, plen, o.needles, o.seed,
+                            &rng, err, sizeof err) != 0) {
         fprintf(stderr, "model_eval: %s\n", err);
         return 1;
     }
@@ -356,7 +359,6 @@ int main(int argc, char **argv)
     double ent[PKM_MAX_LAYERS] = {0};
     uint64_t ent_n[PKM_MAX_LAYERS] = {0};
     const uint32_t nl = o.nll_prompt + o.nll_decode;
-    uint64_t rng = o.seed * 0x2545F4914F6CDD1Dull + 29;
     for (uint32_t s = 0; s < o.nll_samples; s++) {
         const size_t off = (size_t)(eval_splitmix(&rng) % (text_len - nl - 1));
         if (eval_nll_run(&w, rows, n_rows, text + off, o.nll_prompt,
