@@ -1,5 +1,5 @@
 /*
- * head_group.c - the layer group (docs/spec.md §15): its plan, its one
+ * head_group.c - the layer group (docs/spec.md §16): its plan, its one
  * allocation holding every head's instance and the scratch, the decode step
  * and the layer-wide evict. The heads are ordinary instances driven through
  * the public operations; the choice of victims across heads lives in
@@ -56,15 +56,17 @@ static pb_status make_plan(const pb_kvcache_config *head,
                            const pb_kvcache_group_params *params,
                            group_plan *plan) {
     const pb_kvcache_config dc = PB_KVCACHE_CONFIG_DEFAULT;
-    size_t probe = 0;
-    pb_status st = pb_kvcache_size(head, &probe);
-    if (st != PB_OK) return st;
     pb_kvcache_config c = dc;
     if (head != NULL) {
-        const size_t given = head->struct_size;
-        memcpy(&c, head, given < sizeof c ? given : sizeof c);
-        c.struct_size = (uint32_t)sizeof c;
+        /* The growth rule of docs/abi.md, as pb_kvcache_create reads it. */
+        const size_t known = sizeof c, given = head->struct_size;
+        if (given < 64u) return PB_ERR_PARAM;
+        for (size_t i = known; i < given; i++)
+            if (((const unsigned char *)head)[i] != 0u) return PB_ERR_PARAM;
+        memcpy(&c, head, given < known ? given : known);
+        c.struct_size = (uint32_t)known;
     }
+    pb_status st;
     st = read_params(params, &plan->params);
     if (st != PB_OK) return st;
     if (c.capacity != 0u || c.prefill_max_len != 0u ||
@@ -88,6 +90,11 @@ static pb_status make_plan(const pb_kvcache_config *head,
      * its exact count, which never exceeds what it holds. */
     c.share = (uint32_t)cap;
     c.capacity = (uint32_t)cap;
+    /* Every other field as pb_kvcache_create checks it, for the head's
+     * own capacity. */
+    size_t probe = 0;
+    st = pb_kvcache_size(&c, &probe);
+    if (st != PB_OK) return st;
     plan->head = c;
     pb_kvcache_group_plan_info *i = &plan->info;
     i->struct_size = GROUP_INFO_SIZE_0_2;
