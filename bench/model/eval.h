@@ -69,12 +69,16 @@ int eval_nll_run(eval_work *w, eval_row *rows, size_t n_rows,
                  const unsigned char *tok, uint32_t P, uint32_t D,
                  double *ent, uint64_t *ent_n);
 
-/* Calibrates the profile schedule on n prompts of len bytes drawn from
- * text with the calibration seed (never the evaluation's prompts): sets
- * pkm_profile_weights, bits[layer] and *ratio. Returns 0 or -1. */
+/* Calibrates on n prompts of len bytes drawn from text with the
+ * calibration seed (never the evaluation's prompts), from their
+ * observation-window rows: sets pkm_profile_weights, bits[layer] and
+ * *ratio (the profile schedule), cake_pref[layer] (CAKE's preference, mean
+ * over the prompts) and *head_prof (a profile per (layer, KV head), the
+ * caller destroys it). Returns 0 or -1. */
 int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
                    size_t text_len, uint32_t len, uint32_t max_len, uint32_t n,
-                   double *bits, uint32_t *ratio);
+                   double *bits, uint32_t *ratio, double *cake_pref,
+                   pb_profile **head_prof);
 
 /* The table on stdout (and the TSV if o->tsv); returns 0 or -1. */
 int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,

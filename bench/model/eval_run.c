@@ -146,7 +146,8 @@ int eval_nll_run(eval_work *w, eval_row *rows, size_t n_rows,
 
 int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
                    size_t text_len, uint32_t len, uint32_t max_len, uint32_t n,
-                   double *bits, uint32_t *ratio)
+                   double *bits, uint32_t *ratio, double *cake_pref,
+                   pb_profile **head_prof)
 {
     const pkm_config *mc = &m->c;
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
@@ -156,15 +157,19 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
     pb_profile_params pp = PB_PROFILE_PARAMS_DEFAULT;
     pp.num_layers = mc->n_layers;
     pp.max_len = max_len;
-    pb_profile *prof = NULL;
+    pb_profile *prof = NULL, *hprof = NULL;
+    pb_profile_params hp = pp;
+    hp.num_layers = mc->n_layers * mc->n_kv_heads;
     pkm_slot *full = calloc(n_slots, sizeof *full);
     float *rows = malloc(LH * W * len * sizeof(float));
     float *red = malloc((size_t)W * len * sizeof(float));
     float *step = malloc(LH * m->rope_len * sizeof(float));
     int rc = -1;
     if (!full || !rows || !red || !step ||
-        pb_profile_create(&pp, NULL, &prof) != PB_OK)
+        pb_profile_create(&pp, NULL, &prof) != PB_OK ||
+        pb_profile_create(&hp, NULL, &hprof) != PB_OK)
         goto out;
+    for (uint32_t l = 0; l < mc->n_layers; l++) cake_pref[l] = 0.0;
     for (size_t s = 0; s < n_slots; s++)
         if (pkm_slot_init(&full[s], max_len, mc->head_dim) != 0) goto out;
     uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 5;
@@ -173,8 +178,16 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
         if (pkm_prefill_full(m, full, text + off, len, rows, W, NULL, step) != 0)
             goto out;
         for (uint32_t l = 0; l < mc->n_layers; l++) {
+            /* CAKE's preference over the layer's query heads (kvpress's
+             * temperatures 1.6 and 0.6), averaged over the prompts */
+            const size_t block = (size_t)W * len;
+            double pref = 0.0;
+            if (pb_cake_layer_preference(rows + (size_t)l * mc->n_heads * block,
+                                         mc->n_heads, block, W, len, 1.6, 0.6,
+                                         NULL, NULL, &pref) != PB_OK)
+                goto out;
+            cake_pref[l] += pref / n;
             for (uint32_t kv = 0; kv < mc->n_kv_heads; kv++) {
-                const size_t block = (size_t)W * len;
                 if (pb_kvcache_head_reduce(rows + ((size_t)l * mc->n_heads + (size_t)kv * g) * block,
                                            g, block, block, PB_HEAD_REDUCE_MEAN,
                                            red) != PB_OK)
@@ -182,6 +195,9 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
                 for (uint32_t j = 0; j < W; j++) {
                     const uint32_t q = len - W + j;
                     if (pb_profile_add_row(prof, l, red + (size_t)j * len,
+                                           (size_t)q + 1) != PB_OK ||
+                        pb_profile_add_row(hprof, l * mc->n_kv_heads + kv,
+                                           red + (size_t)j * len,
                                            (size_t)q + 1) != PB_OK)
                         goto out;
                 }
@@ -198,9 +214,12 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
         if (pb_profile_entropy(prof, l, &bits[l], &support) != PB_OK) goto out;
     }
     pkm_profile_ready = 1;
+    *head_prof = hprof;
+    hprof = NULL;
     rc = 0;
 out:
     pb_profile_destroy(prof);
+    pb_profile_destroy(hprof);
     if (full)
         for (size_t s = 0; s < n_slots; s++) pkm_slot_free(&full[s]);
     free(full);

@@ -279,11 +279,21 @@ int main(int argc, char **argv)
     const uint32_t n_cal = o.quick == 1 ? 1 : 8;
     int want_profile = 0;
     for (size_t i = 0; i < n_sel; i++)
-        want_profile |= !strcmp(sel[i]->key, "profile");
-    if (want_profile && eval_calibrate(&m, &o, text, text_len, plen, max_len,
-                                       n_cal, prof_bits, &fit_ratio) != 0) {
-        fprintf(stderr, "model_eval: calibration failed\n");
-        return 1;
+        want_profile |= !strcmp(sel[i]->key, "profile") ||
+                        strstr(sel[i]->key, "cake") != NULL ||
+                        sel[i]->head_shares;
+    double cake_pref[PKM_MAX_LAYERS] = {0};
+    pb_profile *head_prof = NULL;
+    if (want_profile) {
+        if (eval_calibrate(&m, &o, text, text_len, plen, max_len, n_cal,
+                           prof_bits, &fit_ratio, cake_pref, &head_prof) != 0 ||
+            pb_cake_weights(cake_pref, mc->n_layers, pkm_cake_weights,
+                            PKM_MAX_LAYERS) != PB_OK) {
+            fprintf(stderr, "model_eval: calibration failed\n");
+            return 1;
+        }
+        pkm_cake_ready = 1;
+        pkm_head_profile = head_prof;
     }
 
     /* rows: the full cache, then every (budget, method) */
@@ -424,6 +434,10 @@ int main(int argc, char **argv)
             printf(" %u", pkm_profile_weights[l]);
         printf("; nearest arithmetic ratio (pb_profile_fit_ratio, up to 8): "
                "%u\n", fit_ratio);
+        printf("CAKE layer preference (tau 1.6, 0.6; mean over the "
+               "calibration prompts):");
+        for (uint32_t l = 0; l < mc->n_layers; l++) printf(" %.3g", cake_pref[l]);
+        printf("\n");
     }
     printf("\nrun time %.1f s (CPU)\n", secs);
     if (o.quick == 1) {
@@ -448,6 +462,7 @@ int main(int argc, char **argv)
     free(w.logits0);
     free(w.logits);
     eval_prompts_free(&ps);
+    pb_profile_destroy(head_prof);
     free(text);
     pkm_model_free(&m);
     return status;

@@ -150,8 +150,23 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
             }
             continue;
         }
+        uint32_t hs[64];
+        if (p->method->head_shares) {
+            /* fixed per-head shares: the layer's n_kv x share apportioned
+             * by each head's profile, each at least recent_window + 1 */
+            const pb_kvcache_config c0 = head_config(kc, p, l);
+            if (!pkm_head_profile || kc->n_kv > 64 ||
+                pb_profile_head_shares(pkm_head_profile, l, kc->n_kv,
+                                       c0.share, p->recent_window + 1,
+                                       900000u, hs, 64) != PB_OK) {
+                snprintf(err, errlen, "per-head shares not available");
+                pkm_cache_free(kc);
+                return 1;
+            }
+        }
         for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
             pb_kvcache_config cfg = head_config(kc, p, l);
+            if (p->method->head_shares) cfg.share = hs[kv];
             /* room for `cadence` admissions past the share between evicts;
              * a replayed prompt is held whole before its one evict */
             const uint32_t floor_ = cfg.sinks + cfg.recent_window;

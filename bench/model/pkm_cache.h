@@ -35,6 +35,9 @@ typedef struct pkm_method {
     uint32_t adaptive;     /* 1: the layer's KV heads share one pool
                               (pb_kvcache_group, Ada-KV) with the library's
                               default floor; 0: one share per head */
+    uint32_t head_shares;  /* 1: fixed per-head shares from the per-(layer,
+                              KV head) profile (pb_profile_head_shares,
+                              HeadKV-style offline calibration) */
 } pkm_method;
 
 /* The methods the evaluation runs (pkm_methods.c): the one place to add
@@ -45,6 +48,13 @@ typedef struct pkm_method {
  * that method; until pkm_profile_ready is set the schedule is unavailable. */
 extern uint32_t pkm_profile_weights[PKM_MAX_LAYERS];
 extern int pkm_profile_ready;
+/* The cake schedule's weights (pb_cake_weights of this model's layer
+ * preferences) and the per-(layer, KV head) profile the per-head shares
+ * come from (profile layer l x n_kv + kv), both set by the caller before
+ * any pkm_cache_init of those methods; until then they are unavailable. */
+extern uint32_t pkm_cake_weights[PKM_MAX_LAYERS];
+extern int pkm_cake_ready;
+extern const pb_profile *pkm_head_profile;
 extern const pkm_method pkm_methods[];
 extern const size_t pkm_method_count;
 
