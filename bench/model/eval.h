@@ -46,6 +46,7 @@ typedef struct eval_row {
     eval_result res[EVAL_N_PROTOCOLS];
     double nll, mass[PKM_MAX_LAYERS];
     uint64_t nll_n, mass_n;
+    double *nll_w;            /* [window] NLL sum of each held-out window */
 } eval_row;
 
 typedef struct eval_work {
@@ -63,11 +64,12 @@ int eval_prompt_run(eval_work *w, eval_row *rows, size_t n_rows,
                     const eval_prompt *p, uint32_t i, int protocol);
 
 /* Held-out NLL and retained mass: prompt tok[0 .. P-1], then predict
- * tok[P .. P+D-1]; rows[0] must be the full cache. ent / ent_n get the
+ * tok[P .. P+D-1] (window `window`: each row's nll_w[window] gets its
+ * sum); rows[0] must be the full cache. ent / ent_n get the
  * full cache's per-layer attention entropy sums. Returns 0 or -1. */
 int eval_nll_run(eval_work *w, eval_row *rows, size_t n_rows,
                  const unsigned char *tok, uint32_t P, uint32_t D,
-                 double *ent, uint64_t *ent_n);
+                 uint32_t window, double *ent, uint64_t *ent_n);
 
 /* Calibrates on n prompts of len bytes drawn from text with the
  * calibration seed (never the evaluation's prompts), from their

@@ -139,8 +139,8 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
             printf(" %8s %13s", pr == EVAL_AWARE ? "aware" : "agnostic",
                    "vs uniform");
     if (nll)
-        printf(" %8s %8s  retained attention mass, layer 0..%u", "NLL", "dNLL",
-               mc->n_layers - 1);
+        printf(" %8s %8s %17s  retained attention mass, layer 0..%u", "NLL",
+               "dNLL", "NLL vs uniform", mc->n_layers - 1);
     printf("\n");
     for (size_t c = 0; c < n_rows; c++) {
         const eval_row *k = &rows[c];
@@ -171,7 +171,26 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
         }
         if (nll) {
             const double v = k->nll_n ? k->nll / (double)k->nll_n : 0.0;
-            printf(" %8.4f %+8.4f ", v, v - full_nll);
+            printf(" %8.4f %+8.4f", v, v - full_nll);
+            if (ref && ref != k) {
+                /* paired over the windows: each window's NLL per byte */
+                const uint32_t nw = o->nll_samples;
+                const double per = (double)k->nll_n / nw;
+                double sd = 0.0, s2 = 0.0;
+                for (uint32_t i = 0; i < nw; i++) {
+                    const double d = (k->nll_w[i] - ref->nll_w[i]) / per;
+                    sd += d;
+                    s2 += d * d;
+                }
+                const double mean = sd / nw;
+                const double var = nw > 1 ? (s2 - nw * mean * mean) / (nw - 1) : 0.0;
+                char t[32];
+                snprintf(t, sizeof t, "%+.4f+-%.4f", mean,
+                         sqrt(var > 0.0 ? var : 0.0) / sqrt((double)nw));
+                printf(" %17s ", t);
+            } else {
+                printf(" %17s ", "");
+            }
             for (uint32_t l = 0; l < mc->n_layers; l++)
                 printf(" %.3f", k->mass_n ? k->mass[l] / (double)k->mass_n : 0.0);
         }

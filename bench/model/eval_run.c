@@ -91,7 +91,7 @@ int eval_prompt_run(eval_work *w, eval_row *rows, size_t n_rows,
 
 int eval_nll_run(eval_work *w, eval_row *rows, size_t n_rows,
                  const unsigned char *tok, uint32_t P, uint32_t D,
-                 double *ent, uint64_t *ent_n)
+                 uint32_t window, double *ent, uint64_t *ent_n)
 {
     const pkm_config *mc = &w->m->c;
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
@@ -140,6 +140,7 @@ int eval_nll_run(eval_work *w, eval_row *rows, size_t n_rows,
         }
         k->nll += nll;
         k->nll_n += D;
+        if (k->nll_w) k->nll_w[window] = nll;
     }
     return 0;
 }

@@ -328,6 +328,8 @@ int main(int argc, char **argv)
             k->res[pr].held = calloc(mc->n_layers, sizeof(uint64_t));
             if (!k->res[pr].ok || !k->res[pr].held) return 1;
         }
+        k->nll_w = calloc(o.nll_samples ? o.nll_samples : 1, sizeof(double));
+        if (!k->nll_w) return 1;
     }
     w.full = calloc(n_slots, sizeof *w.full);
     w.rows = malloc(LH * (size_t)w.n_rows_max * max_len * sizeof(float));
@@ -372,7 +374,7 @@ int main(int argc, char **argv)
     for (uint32_t s = 0; s < o.nll_samples; s++) {
         const size_t off = (size_t)(eval_splitmix(&rng) % (text_len - nl - 1));
         if (eval_nll_run(&w, rows, n_rows, text + off, o.nll_prompt,
-                         o.nll_decode, ent, ent_n) != 0) {
+                         o.nll_decode, s, ent, ent_n) != 0) {
             fprintf(stderr, "model_eval: NLL sample %u failed\n", s);
             return 1;
         }
@@ -380,8 +382,9 @@ int main(int argc, char **argv)
             /* the exact configuration, after the full cache (rows[0]) */
             eval_row pair[2] = {rows[0], exact};
             pair[0].supported = 0; /* keep full_attn from this sample */
+            pair[1].nll_w = NULL;
             if (eval_nll_run(&w, pair, 2, text + off, o.nll_prompt,
-                             o.nll_decode, NULL, NULL) != 0)
+                             o.nll_decode, s, NULL, NULL) != 0)
                 return 1;
             exact = pair[1];
         }
@@ -452,6 +455,7 @@ int main(int argc, char **argv)
             free(rows[c].res[pr].ok);
             free(rows[c].res[pr].held);
         }
+        free(rows[c].nll_w);
     }
     for (size_t s = 0; s < n_slots; s++) pkm_slot_free(&w.full[s]);
     free(rows);
