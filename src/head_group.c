@@ -16,7 +16,7 @@
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
-    size_t heads, take, cand_n, pos, x, cand, prefill, instances, total;
+    size_t heads, take, must, cand_n, pos, x, cand, prefill, instances, total;
     size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
     size_t prefill_bytes;  /* reserved prefill workspace */
 } group_layout;
@@ -24,6 +24,7 @@ typedef struct group_layout {
 /* The resolved plan: the caller's config and params checked and turned
  * into each head's config and the group's sizes. */
 typedef struct group_plan {
+    uint32_t head_cap; /* C, 0 without a cap */
     pb_kvcache_config head;
     pb_kvcache_group_params params;
     pb_kvcache_group_plan_info info;
@@ -47,7 +48,8 @@ static pb_status read_params(const pb_kvcache_group_params *p,
     out->struct_size = (uint32_t)known;
     if (out->num_heads == 0u || out->num_heads > PB_KVCACHE_GROUP_MAX_HEADS ||
         out->floor_permille > 1000u || out->slack == 0u ||
-        out->slack > 65536u)
+        out->slack > 65536u ||
+        (out->head_cap_permille != 0u && out->head_cap_permille < 1000u))
         return PB_ERR_PARAM;
     return PB_OK;
 }
@@ -81,11 +83,17 @@ static pb_status make_plan(const pb_kvcache_config *head,
     const uint64_t s = share > r ? share : r + 1u;
     const uint64_t h = plan->params.num_heads;
     const uint64_t f = (s - r) * plan->params.floor_permille / 1000u;
-    const uint64_t spread = s + (h - 1u) * (s - r - f);
+    uint64_t spread = s + (h - 1u) * (s - r - f);
+    const uint64_t cap_c =
+        plan->params.head_cap_permille
+            ? s * plan->params.head_cap_permille / 1000u
+            : 0u;
+    if (cap_c != 0u && cap_c < spread) spread = cap_c;
     const uint64_t guard = r + c.sinks + f;
     const uint64_t hmax = spread > guard ? spread : guard;
     const uint64_t cap = hmax + plan->params.slack;
     if (cap > UINT32_MAX - 1u) return PB_ERR_TOO_LARGE;
+    plan->head_cap = cap_c > UINT32_MAX ? UINT32_MAX : (uint32_t)cap_c;
     /* The instance's own target never binds: the group asks each head for
      * its exact count, which never exceeds what it holds. */
     c.share = (uint32_t)cap;
@@ -126,6 +134,7 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     if (st != PB_OK) return st;
     lay->heads = add_part(&at, h * sizeof(pb_kvcache *), &of);
     lay->take = add_part(&at, h * sizeof(size_t), &of);
+    lay->must = add_part(&at, h * sizeof(size_t), &of);
     lay->cand_n = add_part(&at, h * sizeof(size_t), &of);
     lay->pos = add_part(&at, cap * sizeof(uint32_t), &of);
     lay->x = add_part(&at, cap * sizeof(double), &of);
@@ -235,6 +244,8 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->layer_total = plan.info.layer_total;
     g->heads = (pb_kvcache **)(block + lay.heads);
     g->take = (size_t *)(block + lay.take);
+    g->must = (size_t *)(block + lay.must);
+    g->head_cap = plan.head_cap;
     g->cand_n = (size_t *)(block + lay.cand_n);
     g->pos_scratch = (uint32_t *)(block + lay.pos);
     g->x_scratch = (double *)(block + lay.x);
@@ -372,16 +383,26 @@ pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
     const uint64_t held = pb_kvcache_group_kept_total(group);
     const uint64_t target =
         budget < group->layer_total ? budget : group->layer_total;
+    const uint64_t k64 = held > target ? held - target : 0u;
+    const size_t k = k64 > SIZE_MAX ? SIZE_MAX : (size_t)k64;
+    int any = k > 0u;
+    for (uint32_t h = 0; h < nh; h++) {
+        const size_t kept = pb_kvcache_kept_count(group->heads[h]);
+        group->must[h] = group->head_cap != 0u && kept > group->head_cap
+                             ? kept - group->head_cap
+                             : 0u;
+        any |= group->must[h] > 0u;
+    }
     size_t needed = 0;
-    if (held > target) {
-        const uint64_t k64 = held - target;
-        const size_t k = k64 > SIZE_MAX ? SIZE_MAX : (size_t)k64;
+    if (any) {
         const size_t stride = group->head_capacity;
         for (uint32_t h = 0; h < nh; h++)
-            pb__group_peek_lowest(group, h, k, group->cand + h * stride,
+            pb__group_peek_lowest(group, h,
+                                  k > group->must[h] ? k : group->must[h],
+                                  group->cand + h * stride,
                                   &group->cand_n[h]);
         needed = pb__group_merge(group->cand, stride, group->cand_n, nh, k,
-                                 group->take);
+                                 group->must, group->take);
     }
     if (needed > victims_cap) {
         *n_victims = needed;

@@ -41,6 +41,8 @@ struct pb_kvcache_group {
     uint64_t layer_total;   /* T */
     pb_kvcache **heads;     /* [num_heads] */
     size_t *take;           /* [num_heads] victims per head (scratch) */
+    size_t *must;           /* [num_heads] victims the cap forces */
+    uint32_t head_cap;      /* C, 0 without a cap */
     size_t *cand_n;         /* [num_heads] candidates listed per head */
     uint32_t *pos_scratch;  /* [head_capacity] held positions of one head */
     double *x_scratch;      /* [head_capacity] scores of one head */
@@ -71,12 +73,13 @@ void pb__group_lowest_of(const pb_kvcache_group *group, const double *x,
                          size_t *n_out);
 
 /* Merges the per-head ascending lists lists[h * stride ..] of cand_n[h]
- * entries: the k lowest by (key, position, head) are taken; take[h] gets
- * how many of head h's. Returns their total (< k when the lists run
- * out). */
+ * entries: first min(must[h], cand_n[h]) of each head's, then the lowest
+ * by (key, position, head) until k are taken; take[h] gets how many of
+ * head h's. Returns their total (below k when the lists run out; above
+ * when the musts add up to more). */
 size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
                        const size_t *cand_n, uint32_t num_heads, size_t k,
-                       size_t *take);
+                       const size_t *must, size_t *take);
 
 /* The bytes of prefill workspace for a prompt of len positions
  * (pb_kvcache_group_prefill_workspace_size), from the plan alone.

@@ -121,21 +121,28 @@ pb_status pb_kvcache_group_prefill(
     const uint64_t held = (uint64_t)nh * len;
     const uint64_t target =
         budget < group->layer_total ? budget : group->layer_total;
+    const uint64_t k64 = held > target ? held - target : 0u;
+    const size_t k = k64 > SIZE_MAX ? SIZE_MAX : (size_t)k64;
+    const size_t must =
+        group->head_cap != 0u && len > group->head_cap ? len - group->head_cap
+                                                       : 0u;
     size_t taken = 0;
-    if (held > target) {
-        const uint64_t k64 = held - target;
-        const size_t k = k64 > SIZE_MAX ? SIZE_MAX : (size_t)k64;
+    for (uint32_t h = 0; h < nh; h++) {
+        group->take[h] = 0u;
+        group->must[h] = must;
+    }
+    if (k > 0u || must > 0u) {
         const size_t r = group->recent < len ? group->recent : len;
         for (uint32_t h = 0; h < nh; h++) {
             window_scores(attn + (size_t)h * head_stride, rows, len,
                           group->obs_window, x, pos);
-            pb__group_lowest_of(group, x, pos, len, 0u, len - r, k,
-                                cand + (size_t)h * len, &group->cand_n[h]);
+            pb__group_lowest_of(group, x, pos, len, 0u, len - r,
+                                k > must ? k : must, cand + (size_t)h * len,
+                                &group->cand_n[h]);
         }
-        taken = pb__group_merge(cand, len, group->cand_n, nh, k, group->take);
+        taken = pb__group_merge(cand, len, group->cand_n, nh, k, group->must,
+                                group->take);
     }
-    if (taken == 0u)
-        for (uint32_t h = 0; h < nh; h++) group->take[h] = 0u;
     const size_t survivors = (size_t)held - taken;
     if (kept != NULL && kept_cap < survivors) return PB_ERR_BUFFER;
 

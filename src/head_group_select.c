@@ -122,9 +122,12 @@ void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
 
 size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
                        const size_t *cand_n, uint32_t num_heads, size_t k,
-                       size_t *take) {
-    for (uint32_t h = 0; h < num_heads; h++) take[h] = 0u;
+                       const size_t *must, size_t *take) {
     size_t total = 0;
+    for (uint32_t h = 0; h < num_heads; h++) {
+        take[h] = must[h] < cand_n[h] ? must[h] : cand_n[h];
+        total += take[h];
+    }
     while (total < k) {
         uint32_t best = num_heads;
         const pb__group_entry *be = NULL;

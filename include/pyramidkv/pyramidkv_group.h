@@ -28,7 +28,7 @@ extern "C" {
 typedef struct pb_kvcache_group pb_kvcache_group;
 
 /* The first released size of pb_kvcache_group_params (0.2.0). */
-#define PB_KVCACHE_GROUP_PARAMS_SIZE_0_2 20u
+#define PB_KVCACHE_GROUP_PARAMS_SIZE_0_2 24u
 
 /* Most KV heads a group takes. */
 #define PB_KVCACHE_GROUP_MAX_HEADS 4096u
@@ -38,7 +38,7 @@ typedef struct pb_kvcache_group pb_kvcache_group;
  * Defaults in brackets; create refuses any value outside the range. */
 typedef struct pb_kvcache_group_params {
     uint32_t struct_size;     /* sizeof(pb_kvcache_group_params) of the
-                                 caller's header; at least 20 */
+                                 caller's header; at least 24 */
     uint32_t num_heads;       /* [8] KV heads of the layer, 1 ..
                                  PB_KVCACHE_GROUP_MAX_HEADS */
     uint32_t floor_permille;  /* [200] Ada-KV's safeguard alpha in
@@ -53,10 +53,15 @@ typedef struct pb_kvcache_group_params {
     uint32_t prefill_max_len; /* [0] longest prompt pb_kvcache_group_prefill
                                  takes without a caller workspace; 0: none
                                  reserved */
+    uint32_t head_cap_permille; /* [0] 0, or at least 1000: no head keeps
+                                 more than C = floor(S * head_cap_permille
+                                 / 1000) positions after an evict or
+                                 prefill (it gives up its lowest first),
+                                 which bounds head_capacity; 0: no cap */
 } pb_kvcache_group_params;
 
 #define PB_KVCACHE_GROUP_PARAMS_DEFAULT                                       \
-    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u }
+    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u, 0u }
 
 /* A group's sizes, all known before anything runs (pb_kvcache_group_plan)
  * and fixed for its life. The caller sets struct_size to
@@ -72,7 +77,8 @@ typedef struct pb_kvcache_group_plan_info {
     uint32_t head_min;      /* recent_window + f: a head holding more
                                never drops below this in a group evict */
     uint32_t head_max;      /* the most a head holds after a group evict
-                               or prefill that reached the layer total */
+                               or prefill that reached the layer total
+                               (at most the cap C when there is one) */
     uint32_t head_capacity; /* head_max + slack: the most a head ever
                                holds (size each head's K/V buffer so) */
     uint32_t reserved;      /* 0 */
@@ -93,10 +99,13 @@ typedef struct pb_kvcache_group_plan_info {
  * head->prefill_max_len must be 0 (the group sets them) and its
  * prefill_scope PB_PREFILL_CONSISTENT.
  *
- * Returns PB_OK; PB_ERR_NULL if info is NULL; PB_ERR_PARAM if
- * info->struct_size is below 40, a field of *head or *params is refused
- * (as pb_kvcache_create, and the ranges above); PB_ERR_TOO_LARGE if a
- * head's capacity does not fit in uint32_t. Checked in that order. *info is
+ * Returns PB_OK; otherwise, checked in this order: PB_ERR_NULL if info is
+ * NULL; PB_ERR_PARAM if info->struct_size is below 40, head->struct_size
+ * is below 64 or a byte past the known fields is not zero, a field of
+ * *params is out of range, or head's capacity, prefill_max_len or
+ * prefill_scope is not as above; PB_ERR_TOO_LARGE if a head's capacity does
+ * not fit in uint32_t; then PB_ERR_PARAM (or PB_ERR_TOO_LARGE) for a field
+ * of *head that pb_kvcache_create refuses at that capacity. *info is
  * written on PB_OK only. Pure, no allocation, thread-safe. */
 PB_API pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
                                        const pb_kvcache_group_params *params,
@@ -175,10 +184,12 @@ PB_API pb_status pb_kvcache_group_observe(pb_kvcache_group *group,
  * candidates are its evictable positions (as for pb_kvcache_evict:
  * neither sinks, nor the newest recent_window, nor the last scorer's
  * unobserved ones) ranked by its own scorer's key and position, except
- * its `floor` best-ranked ones; the victims are the held_total - target
- * lowest candidates of all heads, ordered by key ascending, then position
- * ascending, then head index ascending (docs/spec.md §16.3). Fewer go when
- * fewer are candidates (the layer then stays above target).
+ * its `floor` best-ranked ones. With a head cap C, a head holding more
+ * than C first gives up its lowest candidates down to C. Then the lowest
+ * candidates of all heads, ordered by key ascending, then position
+ * ascending, then head index ascending, go until held_total - target have
+ * gone (docs/spec.md §16.3). Fewer go when fewer are candidates (the layer
+ * then stays above target).
  *
  * victims receives the victims head by head (head 0's ascending, then head
  * 1's, ...), counts[h] the number head h gave up, *n_victims their sum.

@@ -2,9 +2,9 @@
  * fuzz_head_group.c - libFuzzer target: the layer group
  * (pyramidkv_group.h). The bytes choose the per-head configuration (every
  * scorer, sinks, pooling, any share), the group (1 .. 6 heads, any floor,
- * slack) and then a program of decode steps (weights from a palette of
- * edge values, NaN and infinities included, wrong lengths and positions),
- * evicts with any ask and buffer, resets and prefills. Every call is also
+ * slack, head cap) and then a program of decode steps (weights from a
+ * palette of edge values, NaN and infinities included, wrong lengths and
+ * positions), evicts with any ask and buffer, resets and prefills. Every call is also
  * made on the naive model of tests/group/group_reference.c: statuses,
  * victims, counts and every head's held positions must agree, and a
  * refused call must leave the held positions as they were.
@@ -96,6 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p.floor_permille = floor_pm;
     p.slack = slack;
     p.prefill_max_len = MAX_LEN;
+    const uint8_t cb = byte(&r);
+    p.head_cap_permille = cb < 128u ? 0u : 1000u + (uint32_t)(cb - 128u) * 8u;
 
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
     const pb_status pst = pb_kvcache_group_plan(&c, &p, &info);
@@ -111,7 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     ref_group ref;
-    CHECK(ref_group_create(&ref, &c, heads, floor_pm, slack, MAX_LEN) ==
+    CHECK(ref_group_create(&ref, &c, heads, floor_pm, slack,
+                           p.head_cap_permille, MAX_LEN) ==
           PB_OK);
     /* The model's heads admit a whole prompt; the group's do not need to,
      * but their held sets must agree, so the model keeps the group's

@@ -2,7 +2,8 @@
  * group_reference.c - the naive layer group of group_reference.h: the plan
  * from docs/spec.md §16.1 in 64-bit integers, and an evict that scores
  * every evictable position of every head from scratch, sorts each head's
- * list and then all the candidates with qsort, and walks the global order.
+ * list, takes what a head cap forces from its front, then sorts all the
+ * candidates with qsort and walks the global order.
  */
 #include "group/group_reference.h"
 
@@ -25,7 +26,8 @@ static int cmp_cand(const void *a, const void *b) {
 
 pb_status ref_group_create(ref_group *g, const pb_kvcache_config *head,
                            uint32_t num_heads, uint32_t floor_permille,
-                           uint32_t slack, uint32_t min_capacity) {
+                           uint32_t slack, uint32_t cap_permille,
+                           uint32_t min_capacity) {
     memset(g, 0, sizeof *g);
     uint32_t share = head->share != 0u
                          ? head->share
@@ -36,6 +38,8 @@ pb_status ref_group_create(ref_group *g, const pb_kvcache_config *head,
     const uint64_t s = share > r ? share : r + 1u;
     const uint64_t f = (s - r) * floor_permille / 1000u;
     uint64_t hmax = s + (uint64_t)(num_heads - 1u) * (s - r - f);
+    const uint64_t cap_c = cap_permille ? s * cap_permille / 1000u : 0u;
+    if (cap_c != 0u && cap_c < hmax) hmax = cap_c;
     if (r + head->sinks + f > hmax) hmax = r + head->sinks + f;
     uint64_t cap = hmax + slack;
     if (cap < min_capacity) cap = min_capacity;
@@ -45,6 +49,7 @@ pb_status ref_group_create(ref_group *g, const pb_kvcache_config *head,
     c.capacity = (uint32_t)cap;
     g->num_heads = num_heads;
     g->floor = (uint32_t)f;
+    g->cap = cap_c > UINT32_MAX ? UINT32_MAX : (uint32_t)cap_c;
     g->layer_total = (uint64_t)num_heads * s;
     g->heads = calloc(num_heads, sizeof *g->heads);
     if (g->heads == NULL) return PB_ERR_NOMEM;
@@ -91,11 +96,16 @@ pb_status ref_group_evict(ref_group *g, uint64_t budget, uint32_t *victims,
                           size_t victims_cap, size_t *counts,
                           size_t *n_victims) {
     uint64_t held = 0;
-    for (uint32_t h = 0; h < g->num_heads; h++) held += g->heads[h].kept;
+    int any = 0;
+    for (uint32_t h = 0; h < g->num_heads; h++) {
+        held += g->heads[h].kept;
+        any |= g->cap != 0u && g->heads[h].kept > g->cap;
+    }
     const uint64_t target = budget < g->layer_total ? budget : g->layer_total;
+    const uint64_t k = held > target ? held - target : 0u;
     size_t total = 0;
     for (uint32_t h = 0; h < g->num_heads; h++) counts[h] = 0;
-    if (held > target) {
+    if (k > 0u || any) {
         cand *all = malloc(sizeof(cand) * (size_t)held);
         size_t n = 0;
         for (uint32_t h = 0; h < g->num_heads; h++) {
@@ -115,10 +125,19 @@ pb_status ref_group_evict(ref_group *g, uint64_t budget, uint32_t *victims,
             /* The head keeps its floor best: drop them from its list. */
             qsort(all + start, n - start, sizeof(cand), cmp_cand);
             n = n - start > g->floor ? n - g->floor : start;
+            /* The cap: the head's lowest go first, marked by head ~0. */
+            const size_t must = g->cap != 0u && r->kept > g->cap
+                                    ? r->kept - g->cap
+                                    : 0u;
+            for (size_t i = start; i < n && i - start < must; i++) {
+                counts[h]++;
+                total++;
+                all[i].head = UINT32_MAX;
+            }
         }
         qsort(all, n, sizeof(cand), cmp_cand);
-        const uint64_t k = held - target;
         for (size_t i = 0; i < n && total < k; i++) {
+            if (all[i].head == UINT32_MAX) continue;
             counts[all[i].head]++;
             total++;
         }

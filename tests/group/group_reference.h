@@ -17,6 +17,7 @@
 typedef struct ref_group {
     uint32_t num_heads;
     uint32_t floor;
+    uint32_t cap;       /* C, 0 without a cap */
     uint64_t layer_total;
     ref_policy *heads; /* [num_heads] */
 } ref_group;
@@ -27,7 +28,8 @@ typedef struct ref_group {
  * create returns for invalid arguments (PB_ERR_PARAM, PB_ERR_TOO_LARGE). */
 pb_status ref_group_create(ref_group *g, const pb_kvcache_config *head,
                            uint32_t num_heads, uint32_t floor_permille,
-                           uint32_t slack, uint32_t min_capacity);
+                           uint32_t slack, uint32_t cap_permille,
+                           uint32_t min_capacity);
 void ref_group_destroy(ref_group *g);
 
 /* The group evict's victims, counts and total, by the naive rule. */

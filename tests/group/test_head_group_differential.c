@@ -1,8 +1,10 @@
 /*
  * test_head_group_differential.c - the layer group against the naive model
  * of group_reference.c: random configurations (every scorer, sinks,
- * pooling, floors 0 .. 1000, 1 .. 6 heads), random attention with ties and
- * null steps, evicts at random cadences and asks; every victim and count
+ * pooling, floors 0 .. 1000, 1 .. 6 heads, explicit and pyramid shares,
+ * head caps),
+ * random attention with ties and null steps, evicts at random cadences
+ * and asks; every victim and count
  * must agree, and so must every head's held positions. Then the group
  * prefill against the model fed the rows as decode steps. Seeds and
  * scenario count from argv (default 300 scenarios).
@@ -34,12 +36,20 @@ static float draw_weight(pbt_rng *g) {
 }
 
 static void random_config(pbt_rng *g, pb_kvcache_config *c, uint32_t *heads,
-                          uint32_t *floor_pm, uint32_t *slack) {
+                          uint32_t *floor_pm, uint32_t *slack,
+                          uint32_t *cap_pm) {
     const pb_kvcache_config d = PB_KVCACHE_CONFIG_DEFAULT;
     *c = d;
     c->recent_window = pbt_below(g, 4);
     c->share = c->recent_window + 1u + pbt_below(g, 8);
     c->budget = c->share + 1u;
+    if (pbt_below(g, 4) == 0) { /* a layer of a pyramid schedule */
+        c->share = 0;
+        c->num_layers = 1u + pbt_below(g, 8);
+        c->layer = pbt_below(g, c->num_layers);
+        c->pyramid_ratio = 1u + pbt_below(g, 6);
+        c->budget = c->recent_window + 1u + pbt_below(g, 10);
+    }
     c->obs_window = 1u + pbt_below(g, 4);
     c->pool_kernel = 1u + 2u * pbt_below(g, 3);
     c->pool = pbt_below(g, 2);
@@ -49,6 +59,8 @@ static void random_config(pbt_rng *g, pb_kvcache_config *c, uint32_t *heads,
     const uint32_t fl[] = {0u, 200u, 500u, 1000u};
     *floor_pm = pbt_below(g, 5) == 0 ? pbt_below(g, 1001) : fl[pbt_below(g, 4)];
     *slack = 1u + pbt_below(g, 6);
+    const uint32_t caps[] = {1000u, 1250u, 1500u, 2000u};
+    *cap_pm = pbt_below(g, 3) == 0 ? caps[pbt_below(g, 4)] : 0u;
 }
 
 static void check_same_heads(const pb_kvcache_group *grp, const ref_group *ref,
@@ -69,16 +81,18 @@ static void check_same_heads(const pb_kvcache_group *grp, const ref_group *ref,
 
 static void run_decode(pbt_rng *g, unsigned long scenario) {
     pb_kvcache_config c;
-    uint32_t heads, floor_pm, slack;
-    random_config(g, &c, &heads, &floor_pm, &slack);
+    uint32_t heads, floor_pm, slack, cap_pm;
+    random_config(g, &c, &heads, &floor_pm, &slack, &cap_pm);
     pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     p.num_heads = heads;
     p.floor_permille = floor_pm;
     p.slack = slack;
+    p.head_cap_permille = cap_pm;
     pb_kvcache_group *grp = NULL;
     pb_status st = pb_kvcache_group_create(&c, &p, NULL, &grp);
     ref_group ref;
-    const pb_status rst = ref_group_create(&ref, &c, heads, floor_pm, slack, 0);
+    const pb_status rst = ref_group_create(&ref, &c, heads, floor_pm, slack, cap_pm,
+                                           0);
     assert_int_equal(st, rst);
     if (st != PB_OK) return;
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
@@ -130,8 +144,13 @@ static void run_decode(pbt_rng *g, unsigned long scenario) {
             if (c1[h] != c1[0]) g_uneven++;
         check_same_heads(grp, &ref, scenario);
         if (ask == UINT64_MAX) {
-            for (uint32_t h = 0; h < heads; h++)
+            for (uint32_t h = 0; h < heads; h++) {
                 assert_true(ref.heads[h].kept <= info.head_capacity);
+                /* The last scorer's unobserved positions are protected
+                 * beyond any bound. */
+                if (c.scorer != PB_SCORER_LAST)
+                    assert_true(ref.heads[h].kept <= info.head_max);
+            }
         }
     }
     free(attn);
@@ -141,14 +160,15 @@ static void run_decode(pbt_rng *g, unsigned long scenario) {
 
 static void run_prefill(pbt_rng *g, unsigned long scenario) {
     pb_kvcache_config c;
-    uint32_t heads, floor_pm, slack;
-    random_config(g, &c, &heads, &floor_pm, &slack);
+    uint32_t heads, floor_pm, slack, cap_pm;
+    random_config(g, &c, &heads, &floor_pm, &slack, &cap_pm);
     c.scorer = PB_SCORER_WINDOW;
     c.sinks = 0;
     pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     p.num_heads = heads;
     p.floor_permille = floor_pm;
     p.slack = slack;
+    p.head_cap_permille = cap_pm;
     const size_t len = 1u + pbt_below(g, 40);
     const size_t rows = 1u + pbt_below(g, (uint32_t)len);
     p.prefill_max_len = pbt_below(g, 2) ? (uint32_t)len : 0u;
@@ -156,7 +176,8 @@ static void run_prefill(pbt_rng *g, unsigned long scenario) {
     assert_int_equal(pb_kvcache_group_create(&c, &p, NULL, &grp), PB_OK);
     ref_group ref;
     assert_int_equal(
-        ref_group_create(&ref, &c, heads, floor_pm, slack, (uint32_t)len),
+        ref_group_create(&ref, &c, heads, floor_pm, slack, cap_pm,
+                         (uint32_t)len),
         PB_OK);
     const size_t stride = rows * len + pbt_below(g, 3);
     float *attn = malloc(sizeof(float) * stride * heads);

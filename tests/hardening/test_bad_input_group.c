@@ -358,13 +358,15 @@ static void create_refusals(void **state) {
         uint32_t value;
     } rows[] = {{"num_heads 0", 0, 0u}, {"num_heads 4097", 0, 4097u},
                 {"floor 1001", 1, 1001u}, {"slack 0", 2, 0u},
-                {"slack 65537", 2, 65537u}, {"struct_size 19", 3, 19u}};
+                {"slack 65537", 2, 65537u}, {"struct_size 23", 3, 23u},
+                {"cap 999", 4, 999u}, {"cap 1", 4, 1u}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         pb_kvcache_group_params q = p;
         uint32_t *f = rows[i].field == 0   ? &q.num_heads
                       : rows[i].field == 1 ? &q.floor_permille
                       : rows[i].field == 2 ? &q.slack
-                                           : &q.struct_size;
+                      : rows[i].field == 3 ? &q.struct_size
+                                           : &q.head_cap_permille;
         *f = rows[i].value;
         assert_int_equal(pb_kvcache_group_create(&c, &q, NULL, &g),
                          PB_ERR_PARAM);
