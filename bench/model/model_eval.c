@@ -58,7 +58,7 @@ static void usage(FILE *f)
 "                   heads that held the answer's bytes when it began\n"
 "  --tsv FILE       rows tab-separated (bench/model/plot_quality.sh)\n"
 "  --full           every method, budgets 32,16,8,4, 300 prompts, 8 NLL\n"
-"                   samples, both protocols (about 40 min in a Release build)\n"
+"                   samples, both protocols (about an hour in a Release build)\n"
 "  --quick          ctest smoke run: ctx 128, 5 prompts, every method and\n"
 "                   budget, and the no-eviction bit-exactness check\n"
 "  --list-methods   the method keys and row names\n"
