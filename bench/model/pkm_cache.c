@@ -14,6 +14,12 @@ void pkm_cache_free(pkm_cache *kc)
     const size_t n = (size_t)kc->n_layers * kc->n_kv;
     if (kc->pol)
         for (size_t i = 0; i < n; i++) pb_kvcache_destroy(kc->pol[i]);
+    if (kc->grp)
+        for (uint32_t l = 0; l < kc->n_layers; l++)
+            pb_kvcache_group_destroy(kc->grp[l]);
+    free(kc->grp);
+    free(kc->counts);
+    free(kc->lens);
     if (kc->slots)
         for (size_t i = 0; i < n; i++) pkm_slot_free(&kc->slots[i]);
     free(kc->pol);
@@ -22,6 +28,59 @@ void pkm_cache_free(pkm_cache *kc)
     free(kc->red);
     free(kc->idx);
     memset(kc, 0, sizeof *kc);
+}
+
+/* The head configuration every instance of layer l starts from. */
+static pb_kvcache_config head_config(const pkm_cache *kc,
+                                     const pkm_cache_params *p, uint32_t l)
+{
+    pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
+    cfg.budget = p->budget;
+    cfg.layer = l;
+    cfg.num_layers = kc->n_layers;
+    cfg.pyramid_ratio = 1;
+    cfg.share = kc->shares[l] > p->recent_window ? kc->shares[l]
+                                                : p->recent_window + 1;
+    cfg.recent_window = p->recent_window;
+    cfg.obs_window = p->obs_window;
+    cfg.pool_kernel = p->pool_kernel;
+    cfg.scorer = p->method->scorer;
+    cfg.sinks = p->method->sinks;
+    return cfg;
+}
+
+/* Layer l of a head-adaptive row: one group over the layer's KV heads,
+ * its pool n_kv x the layer's share; each head's K/V slot sized to the
+ * most the head can hold between evicts (head_max + cadence). A replayed
+ * prompt is held whole before its one evict, so the group's slack covers
+ * it. Returns 0, 1 (refused) or -1. */
+static int group_init(pkm_cache *kc, const pkm_cache_params *p, uint32_t l,
+                      char *err, size_t errlen)
+{
+    pb_kvcache_config cfg = head_config(kc, p, l);
+    pb_kvcache_group_params gp = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    gp.num_heads = kc->n_kv;
+    gp.slack = kc->replay ? p->max_len : kc->cadence;
+    gp.prefill_max_len = kc->replay ? 0 : p->max_len;
+    pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
+    pb_status st = pb_kvcache_group_plan(&cfg, &gp, &info);
+    if (st == PB_OK) st = pb_kvcache_group_create(&cfg, &gp, NULL, &kc->grp[l]);
+    if (st != PB_OK) {
+        snprintf(err, errlen, "pb_kvcache_group_create: %s", pb_status_str(st));
+        return st == PB_ERR_PARAM ? 1 : -1;
+    }
+    for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+        const uint32_t cap = info.head_max + kc->cadence;
+        if (pkm_slot_init(&kc->slots[(size_t)l * kc->n_kv + kv], cap,
+                          kc->head_dim) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        kc->capacity += cap;
+    }
+    kc->positions += info.layer_total;
+    kc->shares[l] = info.head_share;
+    return 0;
 }
 
 int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
@@ -43,9 +102,17 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
     kc->shares = calloc(kc->n_layers, sizeof *kc->shares);
     const size_t red_rows = kc->replay ? p->max_len
                             : (p->obs_window > 1 ? p->obs_window : 1);
-    kc->red = malloc(red_rows * p->max_len * sizeof(float));
-    kc->idx = malloc((size_t)p->max_len * sizeof *kc->idx);
-    if (!kc->pol || !kc->slots || !kc->shares || !kc->red || !kc->idx) {
+    const int adaptive = p->method && p->method->adaptive;
+    const size_t heads = adaptive ? kc->n_kv : 1;
+    kc->red_stride = red_rows * p->max_len;
+    kc->red = malloc(heads * kc->red_stride * sizeof(float));
+    kc->idx_cap = heads * p->max_len;
+    kc->idx = malloc(kc->idx_cap * sizeof *kc->idx);
+    kc->counts = calloc(kc->n_kv, sizeof *kc->counts);
+    kc->lens = calloc(kc->n_kv, sizeof *kc->lens);
+    if (adaptive) kc->grp = calloc(kc->n_layers, sizeof *kc->grp);
+    if (!kc->pol || !kc->slots || !kc->shares || !kc->red || !kc->idx ||
+        !kc->counts || !kc->lens || (adaptive && !kc->grp)) {
         snprintf(err, errlen, "out of memory");
         pkm_cache_free(kc);
         return -1;
@@ -72,21 +139,34 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
         pkm_cache_free(kc);
         return 1;
     }
-    /* 2. One instance per (layer, KV head), its share given explicitly. */
+    /* 2. One instance per (layer, KV head), its share given explicitly;
+     * a head-adaptive row makes one group per layer instead. */
     for (uint32_t l = 0; l < kc->n_layers; l++) {
+        if (adaptive) {
+            const int r = group_init(kc, p, l, err, errlen);
+            if (r != 0) {
+                pkm_cache_free(kc);
+                return r;
+            }
+            continue;
+        }
+        uint32_t hs[64];
+        if (p->method->head_shares) {
+            /* fixed per-head shares: the layer's n_kv x share apportioned
+             * by each head's profile, each at least recent_window + 1 */
+            const pb_kvcache_config c0 = head_config(kc, p, l);
+            if (!pkm_head_profile || kc->n_kv > 64 ||
+                pb_profile_head_shares(pkm_head_profile, l, kc->n_kv,
+                                       c0.share, p->recent_window + 1,
+                                       900000u, hs, 64) != PB_OK) {
+                snprintf(err, errlen, "per-head shares not available");
+                pkm_cache_free(kc);
+                return 1;
+            }
+        }
         for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
-            pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
-            cfg.budget = p->budget;
-            cfg.layer = l;
-            cfg.num_layers = kc->n_layers;
-            cfg.pyramid_ratio = 1;
-            cfg.share = kc->shares[l] > p->recent_window ? kc->shares[l]
-                                                        : p->recent_window + 1;
-            cfg.recent_window = p->recent_window;
-            cfg.obs_window = p->obs_window;
-            cfg.pool_kernel = p->pool_kernel;
-            cfg.scorer = p->method->scorer;
-            cfg.sinks = p->method->sinks;
+            pb_kvcache_config cfg = head_config(kc, p, l);
+            if (p->method->head_shares) cfg.share = hs[kv];
             /* room for `cadence` admissions past the share between evicts;
              * a replayed prompt is held whole before its one evict */
             const uint32_t floor_ = cfg.sinks + cfg.recent_window;
@@ -129,6 +209,8 @@ int pkm_cache_reset(pkm_cache *kc)
         kc->slots[i].n = 0;
         if (kc->pol[i] && pb_kvcache_reset(kc->pol[i]) != PB_OK) return -1;
     }
+    for (uint32_t l = 0; kc->grp && l < kc->n_layers; l++)
+        if (pb_kvcache_group_reset(kc->grp[l]) != PB_OK) return -1;
     kc->since_evict = 0;
     return 0;
 }
@@ -188,12 +270,77 @@ static int replay_prompt(pb_kvcache *pol, const float *red, uint32_t rows,
                                                                           : -1;
 }
 
+/* Gathers every head of layer l from `full` by its instance's kept
+ * positions (a head-adaptive row). */
+static int gather_group(pkm_cache *kc, const pkm_slot *full, uint32_t l,
+                        uint32_t len)
+{
+    for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+        const size_t si = (size_t)l * kc->n_kv + kv;
+        size_t nk = 0;
+        if (pb_kvcache_kept_positions(pb_kvcache_group_head(kc->grp[l], kv),
+                                      kc->idx, len, &nk) != PB_OK ||
+            nk > kc->slots[si].cap)
+            return -1;
+        gather(&kc->slots[si], &full[si], kc->idx, nk, kc->head_dim);
+        if (kc->slots[si].n != nk) return -1;
+    }
+    return 0;
+}
+
+/* Layer l of a head-adaptive row at the end of the prompt: every head's
+ * group-reduced rows, then the group's one-shot prefill (window scorer) or
+ * the prompt replayed as decode steps and one layer-wide evict. */
+static int prefill_group(pkm_cache *kc, const pkm_slot *full,
+                         const float *rows, uint32_t n_rows, uint32_t len,
+                         uint32_t l)
+{
+    const uint32_t g = kc->group;
+    const size_t block = (size_t)n_rows * len;
+    const uint32_t use = kc->replay || n_rows < kc->obs_window
+                             ? n_rows : kc->obs_window;
+    for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+        if (full[(size_t)l * kc->n_kv + kv].n != len) return -1;
+        const float *grp = rows + ((size_t)l * kc->n_kv * g + (size_t)kv * g) * block;
+        if (pb_kvcache_head_reduce(grp + (size_t)(n_rows - use) * len, g, block,
+                                   (size_t)use * len, PB_HEAD_REDUCE_MEAN,
+                                   kc->red + kv * kc->red_stride) != PB_OK)
+            return -1;
+    }
+    pb_kvcache_group *gr = kc->grp[l];
+    size_t n = 0;
+    if (!kc->replay) {
+        if (pb_kvcache_group_prefill(gr, kc->red, kc->red_stride, use, len,
+                                     UINT64_MAX, NULL, 0, NULL, 0, kc->counts,
+                                     kc->n_kv, &n) != PB_OK)
+            return -1;
+        return gather_group(kc, full, l, len);
+    }
+    const uint32_t first = len - use;
+    for (uint32_t q = 1; q < len; q++) {
+        for (uint32_t kv = 0; kv < kc->n_kv; kv++) kc->lens[kv] = q;
+        const float *at = q >= first ? kc->red + (size_t)(q - first) * len : NULL;
+        if (pb_kvcache_group_observe(gr, q, at, kc->red_stride, kc->lens) !=
+            PB_OK)
+            return -1;
+    }
+    if (pb_kvcache_group_evict(gr, UINT64_MAX, kc->idx, kc->idx_cap,
+                               kc->counts, kc->n_kv,
+                               &n) != PB_OK)
+        return -1;
+    return gather_group(kc, full, l, len);
+}
+
 int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
                       uint32_t n_rows, uint32_t len)
 {
     const uint32_t hd = kc->head_dim, g = kc->group;
     const size_t block = (size_t)n_rows * len;
     for (uint32_t l = 0; l < kc->n_layers; l++) {
+        if (kc->grp) {
+            if (prefill_group(kc, full, rows, n_rows, len, l) != 0) return -1;
+            continue;
+        }
         for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
             const size_t si = (size_t)l * kc->n_kv + kv;
             pkm_slot *dst = &kc->slots[si];
@@ -235,11 +382,57 @@ int pkm_cache_prefill(pkm_cache *kc, const pkm_slot *full, const float *rows,
     return 0;
 }
 
+/* pkm_cache_after_step for a head-adaptive row: per layer, the heads'
+ * reduced attention to one group observe, and a layer-wide evict every
+ * `cadence` steps (or when a slot is full). */
+static int after_step_group(pkm_cache *kc, const float *attn, size_t stride,
+                            uint32_t pos)
+{
+    const uint32_t g = kc->group, hd = kc->head_dim;
+    kc->since_evict++;
+    int evict_now = kc->since_evict >= kc->cadence;
+    for (uint32_t l = 0; l < kc->n_layers; l++) {
+        for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+            const pkm_slot *s = &kc->slots[(size_t)l * kc->n_kv + kv];
+            const float *grp = attn + ((size_t)l * kc->n_kv * g + (size_t)kv * g) * stride;
+            kc->lens[kv] = s->n - 1; /* its own row, the last, is not observed */
+            if (kc->lens[kv] &&
+                pb_kvcache_head_reduce(grp, g, stride, kc->lens[kv],
+                                       PB_HEAD_REDUCE_MEAN,
+                                       kc->red + kv * kc->red_stride) != PB_OK)
+                return -1;
+            if (s->n >= s->cap) evict_now = 1;
+        }
+        if (pb_kvcache_group_observe(kc->grp[l], pos, kc->red, kc->red_stride,
+                                     kc->lens) != PB_OK)
+            return -1;
+    }
+    if (!evict_now) return 0;
+    kc->since_evict = 0;
+    for (uint32_t l = 0; l < kc->n_layers; l++) {
+        size_t nv = 0;
+        if (pb_kvcache_group_evict(kc->grp[l], UINT64_MAX, kc->idx,
+                                   kc->idx_cap,
+                                   kc->counts, kc->n_kv, &nv) != PB_OK)
+            return -1;
+        const uint32_t *v = kc->idx;
+        for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+            pkm_slot *s = &kc->slots[(size_t)l * kc->n_kv + kv];
+            compact(s, v, kc->counts[kv], hd);
+            v += kc->counts[kv];
+            if (s->n != pb_kvcache_kept_count(pb_kvcache_group_head(kc->grp[l], kv)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int pkm_cache_after_step(pkm_cache *kc, const float *attn, size_t stride,
                          uint32_t pos)
 {
     const uint32_t g = kc->group, hd = kc->head_dim;
     const size_t n_slots = (size_t)kc->n_layers * kc->n_kv;
+    if (kc->grp) return after_step_group(kc, attn, stride, pos);
     if (!kc->pol[0]) return 0; /* full cache */
     kc->since_evict++;
     int evict_now = kc->since_evict >= kc->cadence;

@@ -26,11 +26,18 @@ typedef int (*pkm_schedule_fn)(uint32_t budget, uint32_t num_layers,
 
 /* One row family of the evaluation: a schedule and an in-layer scorer. */
 typedef struct pkm_method {
+    const char *key;       /* short name for model_eval --methods */
     const char *name;      /* row label */
     pkm_schedule_fn schedule;
     uint32_t schedule_arg;
     uint32_t scorer;       /* a pb_scorer */
     uint32_t sinks;        /* pb_kvcache_config.sinks */
+    uint32_t adaptive;     /* 1: the layer's KV heads share one pool
+                              (pb_kvcache_group, Ada-KV) with the library's
+                              default floor; 0: one share per head */
+    uint32_t head_shares;  /* 1: fixed per-head shares from the per-(layer,
+                              KV head) profile (pb_profile_head_shares,
+                              HeadKV-style offline calibration) */
 } pkm_method;
 
 /* The methods the evaluation runs (pkm_methods.c): the one place to add
@@ -41,6 +48,13 @@ typedef struct pkm_method {
  * that method; until pkm_profile_ready is set the schedule is unavailable. */
 extern uint32_t pkm_profile_weights[PKM_MAX_LAYERS];
 extern int pkm_profile_ready;
+/* The cake schedule's weights (pb_cake_weights of this model's layer
+ * preferences) and the per-(layer, KV head) profile the per-head shares
+ * come from (profile layer l x n_kv + kv), both set by the caller before
+ * any pkm_cache_init of those methods; until then they are unavailable. */
+extern uint32_t pkm_cake_weights[PKM_MAX_LAYERS];
+extern int pkm_cake_ready;
+extern const pb_profile *pkm_head_profile;
 extern const pkm_method pkm_methods[];
 extern const size_t pkm_method_count;
 
@@ -60,12 +74,21 @@ typedef struct pkm_cache {
     int replay;         /* the scorer has no one-shot prefill (every scorer
                            but the window one, and any with sinks): the
                            prompt's rows are fed as decode steps instead */
-    pb_kvcache **pol;   /* [layer * n_kv + kv]; NULL entries: full cache */
+    pb_kvcache **pol;   /* [layer * n_kv + kv]; NULL entries: full cache
+                           or a head-adaptive row */
+    pb_kvcache_group **grp; /* [layer] for a head-adaptive row, else NULL */
+    size_t *counts;     /* per-head victim / survivor counts, n_kv */
+    size_t *lens;       /* per-head attention lengths, n_kv */
+    size_t red_stride;  /* floats between two heads' blocks in red */
     pkm_slot *slots;    /* [layer * n_kv + kv] */
     uint32_t *shares;   /* effective share per layer (full: max_len) */
     float *red;         /* reduced attention scratch: obs_window x max_len,
-                           or max_len x max_len when replaying */
-    uint32_t *idx;      /* kept / victim positions scratch, max_len */
+                           or max_len x max_len when replaying; n_kv such
+                           blocks, red_stride apart, for a head-adaptive
+                           row */
+    uint32_t *idx;      /* kept / victim positions scratch, idx_cap: max_len
+                           (n_kv x max_len for a head-adaptive row) */
+    size_t idx_cap;
     uint64_t positions; /* sum of effective shares over slots */
     uint64_t capacity;  /* sum of slot capacities (peak rows held) */
 } pkm_cache;

@@ -12,6 +12,9 @@
 
 uint32_t pkm_profile_weights[PKM_MAX_LAYERS];
 int pkm_profile_ready;
+uint32_t pkm_cake_weights[PKM_MAX_LAYERS];
+int pkm_cake_ready;
+const pb_profile *pkm_head_profile;
 
 /* The evaluation's recent window (model_eval.c): budget / 4, at least 1.
  * kvfactory's observation window and the profile's per-layer base use it,
@@ -23,7 +26,8 @@ static uint32_t recent_of(uint32_t budget) { return budget / 4 ? budget / 4 : 1;
  * and its parameters below. */
 enum {
     SCHED_UNIFORM, SCHED_ARITH2, SCHED_ARITH4, SCHED_ARITH8, SCHED_KVFACTORY,
-    SCHED_KVFACTORY_BALANCED, SCHED_TAPER, SCHED_CURVE, SCHED_PROFILE
+    SCHED_KVFACTORY_BALANCED, SCHED_TAPER, SCHED_CURVE, SCHED_PROFILE,
+    SCHED_CAKE
 };
 
 static int sched_library(uint32_t budget, uint32_t num_layers, uint32_t arg,
@@ -67,6 +71,14 @@ static int sched_library(uint32_t budget, uint32_t num_layers, uint32_t arg,
         s.min_share = recent_of(budget) + 1 <= budget ? recent_of(budget) + 1
                                                       : budget;
         break;
+    case SCHED_CAKE:
+        /* CAKE's layer preferences measured on this model's calibration
+         * prompts (model_eval), the recent window in every layer. */
+        if (!pkm_cake_ready) return -1;
+        s.kind = PB_SCHEDULE_CAKE;
+        s.weights = pkm_cake_weights;
+        s.window = recent_of(budget) < budget ? recent_of(budget) : 0;
+        break;
     default: return -1;
     }
     uint64_t total = 0;
@@ -75,31 +87,49 @@ static int sched_library(uint32_t budget, uint32_t num_layers, uint32_t arg,
 }
 
 const pkm_method pkm_methods[] = {
-    {"SnapKV (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_WINDOW, 0},
-    {"PyramidKV r=2", sched_library, SCHED_ARITH2, PB_SCORER_WINDOW, 0},
-    {"PyramidKV r=4", sched_library, SCHED_ARITH4, PB_SCORER_WINDOW, 0},
-    {"PyramidKV r=8", sched_library, SCHED_ARITH8, PB_SCORER_WINDOW, 0},
-    {"kvfactory (paper code)", sched_library, SCHED_KVFACTORY,
-     PB_SCORER_WINDOW, 0},
-    {"kvfactory-balanced", sched_library, SCHED_KVFACTORY_BALANCED,
-     PB_SCORER_WINDOW, 0},
-    {"taper (4 sinks, beta 2)", sched_library, SCHED_TAPER, PB_SCORER_WINDOW,
-     0},
-    {"curve r=4 gamma=0.8", sched_library, SCHED_CURVE, PB_SCORER_WINDOW, 0},
-    {"profile (calibrated), window", sched_library, SCHED_PROFILE,
-     PB_SCORER_WINDOW, 0},
+    {"uniform", "SnapKV (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_WINDOW, 0, 0, 0},
+    {"pyramid2", "PyramidKV r=2", sched_library, SCHED_ARITH2, PB_SCORER_WINDOW, 0, 0, 0},
+    {"pyramid4", "PyramidKV r=4", sched_library, SCHED_ARITH4, PB_SCORER_WINDOW, 0, 0, 0},
+    {"pyramid8", "PyramidKV r=8", sched_library, SCHED_ARITH8, PB_SCORER_WINDOW, 0, 0, 0},
+    {"kvfactory", "kvfactory (paper code)", sched_library, SCHED_KVFACTORY,
+     PB_SCORER_WINDOW, 0, 0, 0},
+    {"kvfactory-balanced", "kvfactory-balanced", sched_library, SCHED_KVFACTORY_BALANCED,
+     PB_SCORER_WINDOW, 0, 0, 0},
+    {"taper", "taper (4 sinks, beta 2)", sched_library, SCHED_TAPER, PB_SCORER_WINDOW,
+     0, 0, 0},
+    {"curve", "curve r=4 gamma=0.8", sched_library, SCHED_CURVE, PB_SCORER_WINDOW, 0, 0, 0},
+    {"profile", "profile (calibrated), window", sched_library, SCHED_PROFILE,
+     PB_SCORER_WINDOW, 0, 0, 0},
     /* The other scorers of docs/spec.md §13: they have no one-shot prefill,
      * so the runtime feeds them the prompt's attention rows as decode steps
      * (pkm_cache.c). Uniform, and the pyramid over H2O with 4 sinks
      * (VeloxQuant's "PyramidKV-adapted"). */
-    {"H2O (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_CUMULATIVE, 0},
-    {"H2O r=4, 4 sinks", sched_library, SCHED_ARITH4, PB_SCORER_CUMULATIVE,
-     4},
-    {"TOVA (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_LAST, 0},
-    {"Scissorhands (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_VOTES,
-     0},
-    {"StreamingLLM (uniform, 4 sinks)", sched_library, SCHED_UNIFORM,
-     PB_SCORER_NONE, 4},
+    {"h2o", "H2O (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_CUMULATIVE, 0, 0, 0},
+    {"h2o-pyramid4", "H2O r=4, 4 sinks", sched_library, SCHED_ARITH4, PB_SCORER_CUMULATIVE,
+     4, 0, 0},
+    {"tova", "TOVA (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_LAST, 0, 0, 0},
+    {"scissorhands", "Scissorhands (uniform)", sched_library, SCHED_UNIFORM, PB_SCORER_VOTES,
+     0, 0, 0},
+    /* Head-adaptive (Ada-KV, docs/spec.md §15): each layer's share times
+     * its KV heads is one pool the heads compete for, every head keeping
+     * the library's default floor (alpha 0.2). */
+    {"ada-snapkv", "Ada-SnapKV (uniform layers)", sched_library,
+     SCHED_UNIFORM, PB_SCORER_WINDOW, 0, 1, 0},
+    {"ada-pyramid4", "Ada-PyramidKV r=4", sched_library, SCHED_ARITH4,
+     PB_SCORER_WINDOW, 0, 1, 0},
+    {"ada-h2o", "Ada-H2O (uniform layers)", sched_library, SCHED_UNIFORM,
+     PB_SCORER_CUMULATIVE, 0, 1, 0},
+    /* Calibrated on this model (model_eval): CAKE's layer preferences as
+     * the layer schedule, alone and under the head-adaptive pool, and
+     * fixed per-head shares from a per-(layer, KV head) profile. */
+    {"cake", "CAKE layers (calibrated), window", sched_library, SCHED_CAKE,
+     PB_SCORER_WINDOW, 0, 0, 0},
+    {"ada-cake", "Ada over CAKE layers", sched_library, SCHED_CAKE,
+     PB_SCORER_WINDOW, 0, 1, 0},
+    {"head-shares", "per-head shares (calibrated)", sched_library,
+     SCHED_UNIFORM, PB_SCORER_WINDOW, 0, 0, 1},
+    {"streaming", "StreamingLLM (uniform, 4 sinks)", sched_library, SCHED_UNIFORM,
+     PB_SCORER_NONE, 4, 0, 0},
 };
 
 const size_t pkm_method_count = sizeof pkm_methods / sizeof pkm_methods[0];

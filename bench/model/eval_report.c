@@ -1,0 +1,205 @@
+/*
+ * eval_report.c - model_eval's output: the table (memory, needle accuracy
+ * under each protocol with the paired difference from uniform SnapKV at
+ * the same budget, NLL, retained mass per layer), the --detail breakdown
+ * (accuracy by needle depth, and per layer the share of KV heads that
+ * still held the answer's bytes when the answer began), and the TSV that
+ * bench/model/plot_quality.sh draws.
+ */
+#include "eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const PROTO_NAME[EVAL_N_PROTOCOLS] = {"query-aware",
+                                                         "query-agnostic"};
+
+/* The uniform SnapKV row of the same budget (the paired reference), or
+ * NULL. */
+static const eval_row *reference(const eval_row *rows, size_t n,
+                                 const eval_row *k)
+{
+    for (size_t c = 0; c < n; c++)
+        if (rows[c].method && rows[c].supported && rows[c].den == k->den &&
+            !strcmp(rows[c].method->key, "uniform"))
+            return &rows[c];
+    return NULL;
+}
+
+/* Paired difference of row a and b on the same prompts, in points, and
+ * its standard error (sd of the per-prompt difference / sqrt(n)). */
+static void paired(const eval_result *a, const eval_result *b, uint32_t n,
+                   double *diff, double *se)
+{
+    double s = 0.0, s2 = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        const double d = (double)a->ok[i] - (double)b->ok[i];
+        s += d;
+        s2 += d * d;
+    }
+    const double mean = n ? s / n : 0.0;
+    const double var = n > 1 ? (s2 - n * mean * mean) / (n - 1) : 0.0;
+    *diff = 100.0 * mean;
+    *se = n ? 100.0 * sqrt(var > 0.0 ? var : 0.0) / sqrt((double)n) : 0.0;
+}
+
+static void label(const eval_row *k, char *b, size_t n)
+{
+    if (k->method) snprintf(b, n, "1/%u=%u", k->den, k->budget);
+    else snprintf(b, n, "full");
+}
+
+static void detail(const eval_opts *o, const pkm_model *m, const eval_row *rows,
+                   size_t n_rows, const eval_prompt_set *ps)
+{
+    const pkm_config *mc = &m->c;
+    printf("\ndetail: needle accuracy by depth of the needle (0, 1/4, 1/2, "
+           "3/4, 1 of the haystack; built-in prompts) and, per layer 0..%u, "
+           "the share of KV heads still holding every byte of the answer in "
+           "the context when the answer began\n", mc->n_layers - 1);
+    for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++) {
+        if (!o->protocol[pr]) continue;
+        printf("%s:\n", PROTO_NAME[pr]);
+        for (size_t c = 0; c < n_rows; c++) {
+            const eval_row *k = &rows[c];
+            const eval_result *r = &k->res[pr];
+            if (!k->supported) continue;
+            char b[16];
+            label(k, b, sizeof b);
+            printf("  %-7s %-32s", b, k->method ? k->method->name : "full cache");
+            uint32_t ok[EVAL_N_DEPTHS] = {0}, n[EVAL_N_DEPTHS] = {0};
+            for (uint32_t i = 0; i < ps->n; i++) {
+                const int d = ps->p[i].depth;
+                if (d < 0) continue;
+                n[d]++;
+                ok[d] += r->ok[i];
+            }
+            for (int d = 0; d < EVAL_N_DEPTHS; d++)
+                if (n[d]) printf(" %5.1f", 100.0 * ok[d] / n[d]);
+            printf("  held:");
+            for (uint32_t l = 0; l < mc->n_layers; l++)
+                printf(" %.2f", r->held_n ? (double)r->held[l] /
+                                    ((double)r->held_n * mc->n_kv_heads)
+                                          : 0.0);
+            printf("\n");
+        }
+    }
+}
+
+static int write_tsv(const eval_opts *o, const pkm_model *m,
+                     const eval_row *rows, size_t n_rows, uint32_t n_prompts,
+                     double full_nll)
+{
+    const pkm_config *mc = &m->c;
+    FILE *f = fopen(o->tsv, "w");
+    if (!f) return -1;
+    fprintf(f, "method\tden\tbudget\tpositions\tkv_bytes\tneedle_aware\t"
+               "needle_agnostic\tnll\tdnll");
+    for (uint32_t l = 0; l < mc->n_layers; l++) fprintf(f, "\tmass%u", l);
+    fprintf(f, "\n");
+    for (size_t c = 0; c < n_rows; c++) {
+        const eval_row *k = &rows[c];
+        if (!k->supported) continue;
+        fprintf(f, "%s\t%u\t%u\t%llu\t%llu",
+                k->method ? k->method->name : "full cache", k->den, k->budget,
+                (unsigned long long)k->kc.positions,
+                (unsigned long long)(k->kc.positions * 2u * mc->head_dim * 4u));
+        for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++) {
+            if (o->protocol[pr] && n_prompts)
+                fprintf(f, "\t%.4f", 100.0 * k->res[pr].n_ok / n_prompts);
+            else
+                fprintf(f, "\tNaN");
+        }
+        if (k->nll_n) {
+            const double nll = k->nll / (double)k->nll_n;
+            fprintf(f, "\t%.6f\t%.6f", nll, nll - full_nll);
+        } else {
+            fprintf(f, "\tNaN\tNaN");
+        }
+        for (uint32_t l = 0; l < mc->n_layers; l++)
+            if (k->mass_n) fprintf(f, "\t%.4f", k->mass[l] / (double)k->mass_n);
+            else fprintf(f, "\tNaN");
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
+                size_t n_rows, const eval_prompt_set *ps)
+{
+    const pkm_config *mc = &m->c;
+    const int nll = o->nll_samples > 0;
+    const double full_nll =
+        rows[0].nll_n ? rows[0].nll / (double)rows[0].nll_n : 0.0;
+    printf("\n%-7s %-32s %9s %10s %7s", "budget", "method", "positions",
+           "K/V bytes", "peak");
+    for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++)
+        if (o->protocol[pr])
+            printf(" %8s %13s", pr == EVAL_AWARE ? "aware" : "agnostic",
+                   "vs uniform");
+    if (nll)
+        printf(" %8s %8s %17s  retained attention mass, layer 0..%u", "NLL",
+               "dNLL", "NLL vs uniform", mc->n_layers - 1);
+    printf("\n");
+    for (size_t c = 0; c < n_rows; c++) {
+        const eval_row *k = &rows[c];
+        char b[16];
+        label(k, b, sizeof b);
+        const char *name = k->method ? k->method->name : "full cache";
+        if (!k->supported) {
+            printf("%-7s %-32s not in this library (%s)\n", b, name, k->why);
+            continue;
+        }
+        printf("%-7s %-32s %9llu %10llu %7llu", b, name,
+               (unsigned long long)k->kc.positions,
+               (unsigned long long)(k->kc.positions * 2u * mc->head_dim * 4u),
+               (unsigned long long)k->kc.capacity);
+        const eval_row *ref = k->method ? reference(rows, n_rows, k) : NULL;
+        for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++) {
+            if (!o->protocol[pr]) continue;
+            printf(" %7.1f%%", ps->n ? 100.0 * k->res[pr].n_ok / ps->n : 0.0);
+            if (ref && ref != k) {
+                double d = 0.0, se = 0.0;
+                paired(&k->res[pr], &ref->res[pr], ps->n, &d, &se);
+                char t[32];
+                snprintf(t, sizeof t, "%+.1f +- %.1f", d, se);
+                printf(" %13s", t);
+            } else {
+                printf(" %13s", "");
+            }
+        }
+        if (nll) {
+            const double v = k->nll_n ? k->nll / (double)k->nll_n : 0.0;
+            printf(" %8.4f %+8.4f", v, v - full_nll);
+            if (ref && ref != k) {
+                /* paired over the windows: each window's NLL per byte */
+                const uint32_t nw = o->nll_samples;
+                const double per = (double)k->nll_n / nw;
+                double sd = 0.0, s2 = 0.0;
+                for (uint32_t i = 0; i < nw; i++) {
+                    const double d = (k->nll_w[i] - ref->nll_w[i]) / per;
+                    sd += d;
+                    s2 += d * d;
+                }
+                const double mean = sd / nw;
+                const double var = nw > 1 ? (s2 - nw * mean * mean) / (nw - 1) : 0.0;
+                char t[32];
+                snprintf(t, sizeof t, "%+.4f+-%.4f", mean,
+                         sqrt(var > 0.0 ? var : 0.0) / sqrt((double)nw));
+                printf(" %17s ", t);
+            } else {
+                printf(" %17s ", "");
+            }
+            for (uint32_t l = 0; l < mc->n_layers; l++)
+                printf(" %.3f", k->mass_n ? k->mass[l] / (double)k->mass_n : 0.0);
+        }
+        printf("\n");
+    }
+    if (o->detail) detail(o, m, rows, n_rows, ps);
+    if (o->tsv && write_tsv(o, m, rows, n_rows, ps->n, full_nll) != 0) {
+        fprintf(stderr, "model_eval: cannot write %s\n", o->tsv);
+        return -1;
+    }
+    return 0;
+}
