@@ -355,3 +355,22 @@ def test_profile_matches_definitions():
         assert w.dtype == np.uint32 and w[0] == p.mass_k(0, 900000)
         r, d = pk.fit_ratio(np.array([8, 6, 4, 2], np.uint32), 8)
         assert 1 <= r <= 8 and d >= 0
+
+
+def test_step_equals_observe_then_evict():
+    rng = np.random.default_rng(9)
+    cfg = dict(budget=16, recent_window=4, obs_window=4, pool_kernel=3)
+    with pk.KVCache(**cfg) as a, pk.KVCache(**cfg) as b:
+        out = np.empty(a.capacity, np.uint32)
+        for pos in range(1, 80):
+            row = _softmax_rows(rng, a.kept_count)
+            if pos % 2:
+                got = a.step(pos, row).tolist()
+            else:
+                got = out[:a.step(pos, row, out=out)].tolist()
+            b.observe(pos, row)
+            assert got == b.evict().tolist()
+        with pytest.raises(pk.PyramidKVError) as e:
+            a.step(79, _softmax_rows(rng, a.kept_count))
+        assert e.value.status_name == "PB_ERR_POSITION"
+        assert a.kept_positions().tolist() == b.kept_positions().tolist()

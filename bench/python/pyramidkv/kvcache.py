@@ -211,11 +211,47 @@ class KVCache:
                     and attn.ndim == 1 and attn.flags.c_contiguous):
                 attn = _lib.f32_array(attn, "attn", (1,))
             with self._lock:
-                st = self._observe(self._handle(), pos,
-                                   attn.__array_interface__["data"][0],
+                st = self._observe(self._handle(), pos, attn.ctypes.data,
                                    attn.size)
         if st:
             raise PyramidKVError(st, "pb_kvcache_observe")
+
+    def step(self, pos, attn, budget=UINT32_MAX, out=None):
+        """observe(pos, attn) then evict(budget) under one lock: one
+        decode step with the least Python between the two C calls. With
+        ``out`` (a uint32 ndarray of at least the victims' count) the
+        victims are written there and their count returned, so nothing is
+        allocated; otherwise a new array of the victims is returned. If
+        observe refuses, nothing changed and evict is not called; an out
+        too small raises PB_ERR_BUFFER after the observation was
+        recorded."""
+        pos = _pos(pos)
+        if not (budget.__class__ is int and 0 <= budget <= UINT32_MAX):
+            budget = check_u32(budget, "budget")
+        if attn is None:
+            a_addr, a_len = None, 0
+        else:
+            if not (attn.__class__ is np.ndarray and attn.dtype is _F32
+                    and attn.ndim == 1 and attn.flags.c_contiguous):
+                attn = _lib.f32_array(attn, "attn", (1,))
+            a_addr, a_len = attn.ctypes.data, attn.size
+        if out is None:
+            v_addr, v_cap = self._victims_addr, self._victims.size
+        else:
+            out = _lib.u32_array(out, "out")
+            if not out.flags.writeable:
+                raise ValueError("out: the array must be writable")
+            v_addr, v_cap = out.ctypes.data, out.size
+        with self._lock:
+            h = self._handle()
+            st = self._observe(h, pos, a_addr, a_len)
+            if st:
+                raise PyramidKVError(st, "pb_kvcache_observe")
+            st = self._evict(h, budget, v_addr, v_cap, self._n_addr)
+            if st:
+                raise PyramidKVError(st, "pb_kvcache_evict")
+            n = self._n.value
+            return n if out is not None else self._victims[:n].copy()
 
     def evict(self, budget=UINT32_MAX, capacity=None):
         """pb_kvcache_evict: evicts down to min(budget, effective share) and
@@ -414,23 +450,41 @@ class Layer:
         return len(self.heads)
 
     def observe(self, pos, attn):
-        """attn: [kv_heads, held] float32 (None: admit without observing).
-        Validated as a whole before the first head is called, so a bad
-        shape changes no head."""
+        """attn: [kv_heads, held] float32, C-contiguous, row h for head h
+        (None: admit without observing). The shape is checked once for the
+        whole layer, then each head's row goes to C by address. A head
+        that refuses raises after the heads before it were updated
+        (each head is its own instance)."""
+        pos = _pos(pos)
         if attn is None:
             for h in self.heads:
                 h.observe(pos, None)
             return
         a = _lib.f32_array(attn, "attn", (2,))
-        if a.shape[0] != len(self.heads):
+        n_heads, held = a.shape
+        if n_heads != len(self.heads):
             raise ValueError("attn: %d rows for %d KV heads"
-                             % (a.shape[0], len(self.heads)))
-        for h, row in zip(self.heads, a):
-            h.observe(pos, row)
+                             % (n_heads, len(self.heads)))
+        base, stride = a.ctypes.data, 4 * held
+        for i, h in enumerate(self.heads):
+            with h._lock:
+                st = h._observe(h._handle(), pos, base + i * stride, held)
+            if st:
+                raise PyramidKVError(st, "pb_kvcache_observe (KV head %d)"
+                                     % i)
 
     def evict(self, budget=UINT32_MAX):
         """The victims of every head: a list of uint32 arrays."""
-        return [h.evict(budget) for h in self.heads]
+        budget = check_u32(budget, "budget")
+        out = []
+        for h in self.heads:
+            with h._lock:
+                st = h._evict(h._handle(), budget, h._victims_addr,
+                              h._victims.size, h._n_addr)
+                if st:
+                    raise PyramidKVError(st, "pb_kvcache_evict")
+                out.append(h._victims[:h._n.value].copy())
+        return out
 
     def reset(self):
         for h in self.heads:

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""The binding's cost against the C calls it makes (docs/python.md).
+
+  PYTHONPATH=build/dev/python /usr/bin/python3 bench/python/bench_binding.py \
+      --c-lib build/dev/bench/python/libpb_python_bench_c.so
+
+In one run, medians over --reps repetitions of --steps decode steps at
+@HELD (an instance holding HELD positions, observe + evict each step):
+  floor    one ctypes call of a C function that does nothing (pbpy_noop);
+  C        observe + evict in a C loop (pbpy_steps), per step;
+  Python   KVCache.observe + KVCache.evict, per step;
+and for a layer of 8 KV heads: Layer.observe + Layer.evict against the C
+loop over the 8 instances. Prints the figures; asserts nothing.
+It owns only the timing; the instances are the library's.
+"""
+import argparse
+import ctypes
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+import pyramidkv as pk  # noqa: E402
+
+
+def make(held, n):
+    cfg = dict(budget=held, recent_window=32, obs_window=16, pool_kernel=7)
+    out = []
+    for _ in range(n):
+        c = pk.KVCache(**cfg)
+        for p in range(1, held):
+            c.observe(p)
+        out.append(c)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--c-lib", required=True)
+    ap.add_argument("--held", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--heads", type=int, default=8)
+    a = ap.parse_args()
+    C = ctypes.CDLL(a.c_lib)
+    C.pbpy_noop.argtypes = [ctypes.c_void_p, ctypes.c_uint32,
+                            ctypes.c_void_p, ctypes.c_size_t]
+    C.pbpy_noop.restype = ctypes.c_int
+    C.pbpy_steps.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                             ctypes.c_uint32, ctypes.c_uint32,
+                             ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_size_t]
+    C.pbpy_steps.restype = ctypes.c_double
+    rng = np.random.default_rng(1)
+    row = rng.random(a.held + 1).astype(np.float32)
+    row /= row.sum()
+    victims = np.empty(a.held + 2, np.uint32)
+    S = a.steps
+
+    def c_steps(insts, first):
+        arr = (ctypes.c_void_p * len(insts))(*[c._h for c in insts])
+        ns = C.pbpy_steps(arr, len(insts), first, S, pk._lib.addr(row),
+                          pk._lib.addr(victims), victims.size)
+        if ns < 0:
+            raise RuntimeError("library error in the C loop")
+        return ns / S
+
+    one = make(a.held, 1)
+    layer = pk.Layer.__new__(pk.Layer)
+    layer.heads = make(a.held, a.heads)
+    pos = {"one": a.held, "layer": a.held}
+    fl, cc, py, lc, lp = [], [], [], [], []
+    noop = C.pbpy_noop
+    h = one[0]._h
+    addr = pk._lib.addr(row)
+    rows8 = np.ascontiguousarray(np.broadcast_to(row[:a.held],
+                                                 (a.heads, a.held)))
+    for _ in range(a.reps):
+        t0 = time.perf_counter_ns()
+        for i in range(S):
+            noop(h, i, addr, a.held)
+        fl.append((time.perf_counter_ns() - t0) / S)
+
+        cc.append(c_steps(one, pos["one"]))
+        pos["one"] += S
+        c = one[0]
+        r = row[:a.held]
+        p = pos["one"]
+        t0 = time.perf_counter_ns()
+        for i in range(S):
+            c.step(p + i, r)
+        py.append((time.perf_counter_ns() - t0) / S)
+        pos["one"] += S
+
+        lc.append(c_steps(layer.heads, pos["layer"]))
+        pos["layer"] += S
+        p = pos["layer"]
+        t0 = time.perf_counter_ns()
+        for i in range(S):
+            layer.observe(p + i, rows8)
+            layer.evict()
+        lp.append((time.perf_counter_ns() - t0) / S)
+        pos["layer"] += S
+    m = lambda x: float(np.median(x)) / 1000.0  # noqa: E731
+    print("one instance @%d, observe + evict per step, median of %d x %d "
+          "steps (us):" % (a.held, a.reps, S))
+    print("  ctypes call floor (no-op C function)  %.3f" % m(fl))
+    print("  C loop                                %.3f" % m(cc))
+    print("  Python KVCache.step (observe + evict)  %.3f" % m(py))
+    print("  Python - C                            %.3f  (target <= 3)"
+          % (m(py) - m(cc)))
+    print("layer of %d KV heads, observe + evict per step (us):" % a.heads)
+    print("  C loop over the heads                 %.3f" % m(lc))
+    print("  Python Layer (one C call per head)    %.3f  (%.2fx the C loop; "
+          "target <= 1.5x)" % (m(lp), m(lp) / m(lc)))
+    for c in one + layer.heads:
+        c.close()
+
+
+if __name__ == "__main__":
+    main()
