@@ -9,8 +9,9 @@ In one run, medians over --reps repetitions of --steps decode steps at
   floor    one ctypes call of a C function that does nothing (pbpy_noop);
   C        observe + evict in a C loop (pbpy_steps), per step;
   Python   KVCache.observe + KVCache.evict, per step;
-and for a layer of 8 KV heads: Layer.observe + Layer.evict against the C
-loop over the 8 instances. Prints the figures; asserts nothing.
+and for a layer of 8 KV heads: Layer.observe + Layer.evict (one C call per
+head) and Group.observe + Group.evict (pb_kvcache_group, one call each for
+the layer, floor_permille 1000) against the C loop over 8 instances. Prints the figures; asserts nothing.
 It owns only the timing; the instances are the library's.
 """
 import argparse
@@ -54,6 +55,17 @@ def main():
                              ctypes.c_void_p, ctypes.c_void_p,
                              ctypes.c_size_t]
     C.pbpy_steps.restype = ctypes.c_double
+    C.pbpy_observe_heads.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                     ctypes.c_uint32, ctypes.c_void_p]
+    C.pbpy_observe_heads.restype = ctypes.c_double
+    C.pbpy_evict_heads.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                   ctypes.c_void_p, ctypes.c_size_t]
+    C.pbpy_evict_heads.restype = ctypes.c_int
+    if hasattr(C, "pbpy_group_observe"):
+        C.pbpy_group_observe.argtypes = [ctypes.c_void_p, ctypes.c_uint32,
+                                         ctypes.c_void_p, ctypes.c_size_t,
+                                         ctypes.c_void_p]
+        C.pbpy_group_observe.restype = ctypes.c_double
     rng = np.random.default_rng(1)
     row = rng.random(a.held + 1).astype(np.float32)
     row /= row.sum()
@@ -71,8 +83,18 @@ def main():
     one = make(a.held, 1)
     layer = pk.Layer.__new__(pk.Layer)
     layer.heads = make(a.held, a.heads)
-    pos = {"one": a.held, "layer": a.held}
-    fl, cc, py, lc, lp = [], [], [], [], []
+    group = None
+    if pk.group_available():
+        group = pk.Group(num_heads=a.heads, floor_permille=1000,
+                         budget=a.held, recent_window=32, obs_window=16,
+                         pool_kernel=7)
+        for p in range(1, a.held):
+            group.observe(p, None)
+    heads8 = make(a.held, a.heads)
+    arr8 = (ctypes.c_void_p * a.heads)(*[c._h for c in heads8])
+    pos = {"one": a.held, "layer": a.held, "group": a.held, "obs": a.held}
+    fl, cc, py, lc, lp, gp, oc, og, ogc = [], [], [], [], [], [], [], [], []
+    lens8 = np.full(a.heads, a.held, dtype=np.uintp)
     noop = C.pbpy_noop
     h = one[0]._h
     addr = pk._lib.addr(row)
@@ -104,6 +126,46 @@ def main():
             layer.evict()
         lp.append((time.perf_counter_ns() - t0) / S)
         pos["layer"] += S
+        if group is not None:
+            p = pos["group"]
+            t0 = time.perf_counter_ns()
+            for i in range(S):
+                group.observe(p + i, rows8)
+                group.evict()
+            gp.append((time.perf_counter_ns() - t0) / S)
+            pos["group"] += S
+            # the observation alone: one Group.observe (one C call for the
+            # layer) against 8 pb_kvcache_observe calls timed in C; the
+            # evicts between steps are not timed
+            tc = tg = 0.0
+            p = pos["obs"]
+            for i in range(S):
+                ns = C.pbpy_observe_heads(arr8, a.heads, p + i,
+                                          pk._lib.addr(row))
+                if ns < 0 or C.pbpy_evict_heads(arr8, a.heads,
+                                                pk._lib.addr(victims),
+                                                victims.size):
+                    raise RuntimeError("library error in the C loop")
+                tc += ns
+                t0 = time.perf_counter_ns()
+                group.observe(pos["group"] + i, rows8)
+                tg += time.perf_counter_ns() - t0
+                group.evict()
+            pos["obs"] += S
+            pos["group"] += S
+            oc.append(tc / S)
+            og.append(tg / S)
+            tgc = 0.0
+            for i in range(S):
+                ns = C.pbpy_group_observe(group._h, pos["group"] + i,
+                                          pk._lib.addr(rows8), a.held,
+                                          pk._lib.addr(lens8))
+                if ns < 0:
+                    raise RuntimeError("library error in the group")
+                tgc += ns
+                group.evict()
+            pos["group"] += S
+            ogc.append(tgc / S)
     m = lambda x: float(np.median(x)) / 1000.0  # noqa: E731
     print("one instance @%d, observe + evict per step, median of %d x %d "
           "steps (us):" % (a.held, a.reps, S))
@@ -116,7 +178,19 @@ def main():
     print("  C loop over the heads                 %.3f" % m(lc))
     print("  Python Layer (one C call per head)    %.3f  (%.2fx the C loop; "
           "target <= 1.5x)" % (m(lp), m(lp) / m(lc)))
-    for c in one + layer.heads:
+    if group is not None:
+        print("  Python Group (pb_kvcache_group: one observe and one evict "
+              "call)  %.3f  (%.2fx the C loop)" % (m(gp), m(gp) / m(lc)))
+        print("layer of %d KV heads, the observation alone (us):" % a.heads)
+        print("  %d pb_kvcache_observe calls in C       %.3f" % (a.heads, m(oc)))
+        print("  pb_kvcache_group_observe, timed in C  %.3f  (%.2fx)"
+              % (m(ogc), m(ogc) / m(oc)))
+        print("  Python Group.observe (one C call)     %.3f  (%.2fx; target "
+              "<= 1.5x)" % (m(og), m(og) / m(oc)))
+        group.close()
+    else:
+        print("  (the library has no pb_kvcache_group: no one-call layer)")
+    for c in one + layer.heads + heads8:
         c.close()
 
 

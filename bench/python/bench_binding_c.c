@@ -49,3 +49,43 @@ PBPY_API double pbpy_steps(pb_kvcache **inst, size_t n_inst, uint32_t first,
     }
     return now_ns() - t0;
 }
+
+/* One decode step's observation on `n_inst` instances (8 C calls for a
+ * layer of 8 KV heads), timed inside C; returns the nanoseconds, or -1 on
+ * a library error. */
+PBPY_API double pbpy_observe_heads(pb_kvcache **inst, size_t n_inst,
+                                   uint32_t pos, const float *row)
+{
+    const double t0 = now_ns();
+    for (size_t h = 0; h < n_inst; h++)
+        if (pb_kvcache_observe(inst[h], pos, row,
+                               pb_kvcache_kept_count(inst[h])) != PB_OK)
+            return -1.0;
+    return now_ns() - t0;
+}
+
+/* Evicts each instance down to its share (untimed bookkeeping between the
+ * timed observations). Returns 0, or -1 on a library error. */
+PBPY_API int pbpy_evict_heads(pb_kvcache **inst, size_t n_inst,
+                              uint32_t *victims, size_t victims_cap)
+{
+    for (size_t h = 0; h < n_inst; h++) {
+        size_t nv = 0;
+        if (pb_kvcache_evict(inst[h], UINT32_MAX, victims, victims_cap,
+                             &nv) != PB_OK)
+            return -1;
+    }
+    return 0;
+}
+
+/* The same observation through one pb_kvcache_group_observe call, timed
+ * inside C: the group's own cost, apart from Python's. */
+PBPY_API double pbpy_group_observe(pb_kvcache_group *group, uint32_t pos,
+                                   const float *rows, size_t stride,
+                                   const size_t *lens)
+{
+    const double t0 = now_ns();
+    if (pb_kvcache_group_observe(group, pos, rows, stride, lens) != PB_OK)
+        return -1.0;
+    return now_ns() - t0;
+}

@@ -61,6 +61,21 @@ int main(void)
     S(pb_kvcache_vtable); F(pb_kvcache_vtable, create);
     F(pb_kvcache_vtable, on_decode_step); F(pb_kvcache_vtable, evict);
     F(pb_kvcache_vtable, memory_bytes); F(pb_kvcache_vtable, destroy);
+    S(pb_kvcache_group_params); F(pb_kvcache_group_params, struct_size);
+    F(pb_kvcache_group_params, num_heads);
+    F(pb_kvcache_group_params, floor_permille);
+    F(pb_kvcache_group_params, slack);
+    F(pb_kvcache_group_params, prefill_max_len);
+    S(pb_kvcache_group_plan_info);
+    F(pb_kvcache_group_plan_info, struct_size);
+    F(pb_kvcache_group_plan_info, num_heads);
+    F(pb_kvcache_group_plan_info, head_share);
+    F(pb_kvcache_group_plan_info, floor);
+    F(pb_kvcache_group_plan_info, head_min);
+    F(pb_kvcache_group_plan_info, head_max);
+    F(pb_kvcache_group_plan_info, head_capacity);
+    F(pb_kvcache_group_plan_info, reserved);
+    F(pb_kvcache_group_plan_info, layer_total);
     /* the defaults the package copies */
     {
         const pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
@@ -77,6 +92,10 @@ int main(void)
                s.min_share, s.taper_beta);
         printf("default.pb_profile_params %u %u %u\n", p.struct_size,
                p.num_layers, p.max_len);
+        const pb_kvcache_group_params g = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+        printf("default.pb_kvcache_group_params %u %u %u %u %u\n",
+               g.struct_size, g.num_heads, g.floor_permille, g.slack,
+               g.prefill_max_len);
     }
     return 0;
 }

@@ -19,6 +19,8 @@ from ._lib import (LibraryNotFound, PyramidKVError, STATUS_NAMES,  # noqa: F401
 from .kvcache import (HEAD_REDUCE, POOLS, PREFILL_SCOPES, ROW_STORES,  # noqa: F401
                       SCORERS, UINT32_MAX, VTABLES, ClosedError, KVCache,
                       Layer, config_size, head_reduce)
+from .group import Group, group_plan, group_size  # noqa: F401
+from .group import available as group_available  # noqa: F401
 from .profile import Profile, fit_ratio, profile_size  # noqa: F401
 from .schedule import (KINDS, Plan, kind_name, kind_value, plan,  # noqa: F401
                        pyramid_budget, pyramid_budgets, pyramid_total,

@@ -133,6 +133,21 @@ class ProfileParams(ctypes.Structure):
     DEFAULT = (12, 32, 4096)
 
 
+class GroupParams(ctypes.Structure):
+    _fields_ = [(n, u32) for n in ("struct_size", "num_heads",
+                                   "floor_permille", "slack",
+                                   "prefill_max_len")]
+    DEFAULT = (20, 8, 200, 1, 0)
+
+
+class GroupPlanInfo(ctypes.Structure):
+    _fields_ = [(n, u32) for n in ("struct_size", "num_heads", "head_share",
+                                   "floor", "head_min", "head_max",
+                                   "head_capacity", "reserved")] + [
+        ("layer_total", u64)]
+    DEFAULT = (40, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
 class Vtable(ctypes.Structure):
     _fields_ = [("create", ctypes.CFUNCTYPE(vp, vp, vp, vp)),
                 ("on_decode_step", ctypes.CFUNCTYPE(None, vp, u32, vp, size_t)),
@@ -156,6 +171,8 @@ STRUCTS = {
     "pb_schedule": Schedule,
     "pb_profile_params": ProfileParams,
     "pb_kvcache_vtable": Vtable,
+    "pb_kvcache_group_params": GroupParams,
+    "pb_kvcache_group_plan_info": GroupPlanInfo,
 }
 
 
@@ -304,6 +321,27 @@ def _declare(L):
         "pb_profile_weights": (st, [vp, u32, u32, vp, size_t]),
         "pb_profile_fit_ratio": (st, [vp, size_t, u32, vp, vp]),
     }
+    # The layer group (pyramidkv_group.h); a library without it has none of
+    # these symbols and the package's Group raises on use.
+    group = {
+        "pb_kvcache_group_plan": (st, [vp, vp, vp]),
+        "pb_kvcache_group_size": (st, [vp, vp, vp]),
+        "pb_kvcache_group_create": (st, [vp, vp, vp, vp]),
+        "pb_kvcache_group_destroy": (None, [vp]),
+        "pb_kvcache_group_info": (st, [vp, vp]),
+        "pb_kvcache_group_head": (vp, [vp, u32]),
+        "pb_kvcache_group_kept_total": (u64, [vp]),
+        "pb_kvcache_group_memory_bytes": (size_t, [vp]),
+        "pb_kvcache_group_reset": (st, [vp]),
+        "pb_kvcache_group_observe": (st, [vp, u32, vp, size_t, vp]),
+        "pb_kvcache_group_evict": (st, [vp, u64, vp, size_t, vp, size_t, vp]),
+        "pb_kvcache_group_prefill_workspace_size": (st, [vp, size_t, vp]),
+        "pb_kvcache_group_prefill": (st, [vp, vp, size_t, size_t, size_t, u64,
+                                          vp, size_t, vp, size_t, vp, size_t,
+                                          vp]),
+    }
+    if hasattr(L, "pb_kvcache_group_create"):
+        protos.update(group)
     for name, (res, args) in protos.items():
         f = getattr(L, name)
         f.restype = res
