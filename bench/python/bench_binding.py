@@ -27,8 +27,9 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 import pyramidkv as pk  # noqa: E402
 
 
-def make(held, n):
-    cfg = dict(budget=held, recent_window=32, obs_window=16, pool_kernel=7)
+def make(held, n, capacity=0):
+    cfg = dict(budget=held, recent_window=32, obs_window=16, pool_kernel=7,
+               capacity=capacity)
     out = []
     for _ in range(n):
         c = pk.KVCache(**cfg)
@@ -69,7 +70,7 @@ def main():
     rng = np.random.default_rng(1)
     row = rng.random(a.held + 1).astype(np.float32)
     row /= row.sum()
-    victims = np.empty(a.held + 2, np.uint32)
+    victims = np.empty(a.held + a.steps + 2, np.uint32)
     S = a.steps
 
     def c_steps(insts, first):
@@ -90,8 +91,27 @@ def main():
                          pool_kernel=7)
         for p in range(1, a.held):
             group.observe(p, None)
-    heads8 = make(a.held, a.heads)
+    # the observation-alone comparison: room for S steps between evicts
+    heads8 = make(a.held, a.heads, capacity=a.held + S + 2)
     arr8 = (ctypes.c_void_p * a.heads)(*[c._h for c in heads8])
+    row_long = rng.random(a.held + S + 2).astype(np.float32)
+    row_long /= row_long.sum()
+    # [heads, held] blocks for every held count the steps reach, made
+    # before timing
+    blocks = {}
+    for held in range(a.held, a.held + S):
+        blocks[held] = np.ascontiguousarray(
+            np.broadcast_to(row_long[:held], (a.heads, held)))
+    lens_long = np.empty(a.heads, dtype=np.uintp)
+    gobs = gobs_c = None
+    if pk.group_available():
+        gobs, gobs_c = (pk.Group(num_heads=a.heads, floor_permille=1000,
+                                 slack=S + 1, budget=a.held,
+                                 recent_window=32, obs_window=16,
+                                 pool_kernel=7) for _ in range(2))
+        for G in (gobs, gobs_c):
+            for p in range(1, a.held):
+                G.observe(p, None)
     pos = {"one": a.held, "layer": a.held, "group": a.held, "obs": a.held}
     fl, cc, py, lc, lp, gp, oc, og, ogc = [], [], [], [], [], [], [], [], []
     lens8 = np.full(a.heads, a.held, dtype=np.uintp)
@@ -134,37 +154,44 @@ def main():
                 group.evict()
             gp.append((time.perf_counter_ns() - t0) / S)
             pos["group"] += S
-            # the observation alone: one Group.observe (one C call for the
-            # layer) against 8 pb_kvcache_observe calls timed in C; the
-            # evicts between steps are not timed
-            tc = tg = 0.0
+            # the observation alone, S steps back to back with no evict
+            # in between (capacities hold them; the held count grows the
+            # same on every side), then one untimed evict: one
+            # Group.observe (one C call for the layer) against 8
+            # pb_kvcache_observe calls timed in C and the group's own call
+            # timed in C
+            for G in (gobs, gobs_c):
+                G.evict()
+            if C.pbpy_evict_heads(arr8, a.heads, pk._lib.addr(victims),
+                                  victims.size):
+                raise RuntimeError("library error in the C loop")
+            bases = {heads8[0].kept_count, gobs.heads[0].kept_count,
+                     gobs_c.heads[0].kept_count}
+            if bases != {a.held}:
+                raise RuntimeError("after the evicts the heads hold %s, not "
+                                   "%d" % (sorted(bases), a.held))
+            tc = tg = tgc = 0.0
             p = pos["obs"]
             for i in range(S):
+                held = a.held + i
                 ns = C.pbpy_observe_heads(arr8, a.heads, p + i,
-                                          pk._lib.addr(row))
-                if ns < 0 or C.pbpy_evict_heads(arr8, a.heads,
-                                                pk._lib.addr(victims),
-                                                victims.size):
-                    raise RuntimeError("library error in the C loop")
-                tc += ns
+                                          pk._lib.addr(row_long))
+                blk = blocks[held]
                 t0 = time.perf_counter_ns()
-                group.observe(pos["group"] + i, rows8)
+                gobs.observe(p + i, blk)
                 tg += time.perf_counter_ns() - t0
-                group.evict()
+                lens_long.fill(held)
+                ns2 = C.pbpy_group_observe(gobs_c._h, p + i,
+                                           pk._lib.addr(blk), held,
+                                           pk._lib.addr(lens_long))
+                if ns < 0 or ns2 < 0:
+                    raise RuntimeError("library error in the C loop (step "
+                                       "%d: %g %g)" % (i, ns, ns2))
+                tc += ns
+                tgc += ns2
             pos["obs"] += S
-            pos["group"] += S
             oc.append(tc / S)
             og.append(tg / S)
-            tgc = 0.0
-            for i in range(S):
-                ns = C.pbpy_group_observe(group._h, pos["group"] + i,
-                                          pk._lib.addr(rows8), a.held,
-                                          pk._lib.addr(lens8))
-                if ns < 0:
-                    raise RuntimeError("library error in the group")
-                tgc += ns
-                group.evict()
-            pos["group"] += S
             ogc.append(tgc / S)
     m = lambda x: float(np.median(x)) / 1000.0  # noqa: E731
     print("one instance @%d, observe + evict per step, median of %d x %d "
@@ -181,13 +208,16 @@ def main():
     if group is not None:
         print("  Python Group (pb_kvcache_group: one observe and one evict "
               "call)  %.3f  (%.2fx the C loop)" % (m(gp), m(gp) / m(lc)))
-        print("layer of %d KV heads, the observation alone (us):" % a.heads)
+        print("layer of %d KV heads, the observation alone, held %d .. %d "
+              "(us):" % (a.heads, a.held, a.held + S - 1))
         print("  %d pb_kvcache_observe calls in C       %.3f" % (a.heads, m(oc)))
         print("  pb_kvcache_group_observe, timed in C  %.3f  (%.2fx)"
               % (m(ogc), m(ogc) / m(oc)))
         print("  Python Group.observe (one C call)     %.3f  (%.2fx; target "
               "<= 1.5x)" % (m(og), m(og) / m(oc)))
         group.close()
+        gobs.close()
+        gobs_c.close()
     else:
         print("  (the library has no pb_kvcache_group: no one-call layer)")
     for c in one + layer.heads + heads8:
