@@ -1,5 +1,5 @@
 /*
- * head_group.c - the layer group (docs/spec.md §15): its plan, its one
+ * head_group.c - the layer group (docs/spec.md §16): its plan, its one
  * allocation holding every head's instance and the scratch, the decode step
  * and the layer-wide evict. The heads are ordinary instances driven through
  * the public operations; the choice of victims across heads lives in

@@ -1,5 +1,5 @@
 /*
- * head_group_prefill.c - a layer group's prefill (docs/spec.md §15.4): every
+ * head_group_prefill.c - a layer group's prefill (docs/spec.md §16.4): every
  * head's window scores computed from its rows as the decode steps of
  * docs/spec.md §7.1 would leave them, the victims chosen across heads as a
  * group evict chooses them, then each head compressed by its own

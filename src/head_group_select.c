@@ -1,6 +1,6 @@
 /*
  * head_group_select.c - the choice of victims across a layer's heads
- * (docs/spec.md §15.3): each head's ranking keys read back from its
+ * (docs/spec.md §16.3): each head's ranking keys read back from its
  * instance, the lowest candidates of each head (its floor excepted) and
  * their merge by key, position and head index. It changes no instance; the
  * group then asks each head's own evict for its exact count.

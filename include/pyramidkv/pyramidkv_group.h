@@ -10,7 +10,7 @@
  * step, evict and prefill. Any layer schedule's share drives a group as it
  * drives an instance (Ada-PyramidKV: a pyramid share per layer, adaptive
  * across the layer's heads). The rules, to the last position, are in
- * docs/spec.md §15; docs/head_adaptive.md is the user's guide.
+ * docs/spec.md §16; docs/head_adaptive.md is the user's guide.
  */
 #ifndef PYRAMIDKV_PYRAMIDKV_GROUP_H
 #define PYRAMIDKV_PYRAMIDKV_GROUP_H
@@ -177,7 +177,7 @@ PB_API pb_status pb_kvcache_group_observe(pb_kvcache_group *group,
  * unobserved ones) ranked by its own scorer's key and position, except
  * its `floor` best-ranked ones; the victims are the held_total - target
  * lowest candidates of all heads, ordered by key ascending, then position
- * ascending, then head index ascending (docs/spec.md §15.3). Fewer go when
+ * ascending, then head index ascending (docs/spec.md §16.3). Fewer go when
  * fewer are candidates (the layer then stays above target).
  *
  * victims receives the victims head by head (head 0's ascending, then head
@@ -221,11 +221,11 @@ PB_API pb_status pb_kvcache_group_prefill_workspace_size(
  *
  * Returns PB_OK, or, checked in this order, with every head unchanged:
  *   PB_ERR_NULL      group, attn, counts or n_kept is NULL;
- *   PB_ERR_PARAM     len 0, rows 0 or above len, head_stride below
- *                    rows x len with more than one head, the heads have
- *                    sinks or a scorer other than PB_SCORER_WINDOW, or the
+ *   PB_ERR_PARAM     len 0, rows 0 or above len, the heads have sinks or
+ *                    a scorer other than PB_SCORER_WINDOW, or the
  *                    workspace is misaligned;
  *   PB_ERR_TOO_LARGE len above UINT32_MAX or rows x len overflows;
+ *   PB_ERR_PARAM     head_stride below rows x len with more than one head;
  *   PB_ERR_NOT_FRESH the group observed or evicted since create or reset;
  *   PB_ERR_WEIGHT    a weight of any head is NaN, infinite or negative;
  *   PB_ERR_WORKSPACE the workspace is too small (or NULL beyond the

@@ -1,6 +1,6 @@
 /*
  * group_reference.c - the naive layer group of group_reference.h: the plan
- * from docs/spec.md §15.1 in 64-bit integers, and an evict that scores
+ * from docs/spec.md §16.1 in 64-bit integers, and an evict that scores
  * every evictable position of every head from scratch, sorts each head's
  * list and then all the candidates with qsort, and walks the global order.
  */

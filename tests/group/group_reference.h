@@ -1,5 +1,5 @@
 /*
- * group_reference.h - a naive model of the layer group (docs/spec.md §15)
+ * group_reference.h - a naive model of the layer group (docs/spec.md §16)
  * over the reference model's instances (tests/reference_model.c), for the
  * differential test and the fuzz target: every evictable position of every
  * head scored from scratch, one global sort, the floors applied by a walk.
@@ -22,7 +22,7 @@ typedef struct ref_group {
 } ref_group;
 
 /* Creates the model of pb_kvcache_group_create(head, params): the plan is
- * recomputed here from docs/spec.md §15.1. min_capacity raises each head's
+ * recomputed here from docs/spec.md §16.1. min_capacity raises each head's
  * capacity (and share), so a whole prompt can be fed as decode steps. Returns PB_OK or the status
  * create returns for invalid arguments (PB_ERR_PARAM, PB_ERR_TOO_LARGE). */
 pb_status ref_group_create(ref_group *g, const pb_kvcache_config *head,
