@@ -107,9 +107,11 @@ def _finish(b, x, o):
 
 
 @torch.no_grad()
-def prefill(m, idx):
+def prefill(m, idx, queries=None):
     """The full-cache forward of a prompt: (logits of the last token,
-    keys[l], values[l] [B, kv, T, hd] rotated, attn[l] [B, h, T, T])."""
+    keys[l], values[l] [B, kv, T, hd] rotated, attn[l] [B, h, T, T]).
+    A list passed as ``queries`` receives every layer's queries [B, h, T,
+    hd] (rotated and already scaled by 1/sqrt(hd), as the model does)."""
     B, T = idx.shape
     cos, sin = m.cos[:T], m.sin[:T]
     mask = torch.full((T, T), float("-inf")).triu(1)
@@ -125,6 +127,8 @@ def prefill(m, idx):
         ks.append(k)
         vs.append(v)
         ps.append(p)
+        if queries is not None:
+            queries.append(q)
     return m.out(m.norm(x))[:, -1], ks, vs, ps
 
 

@@ -2,7 +2,9 @@
  * struct_layout.c - prints the size and every field offset of each public
  * struct as the C compiler lays it out, one "name size" or
  * "name.field offset" per line, for tests/python/test_binding.py to compare
- * with the package's ctypes mirrors (bench/python/pyramidkv/_lib.py).
+ * with the package's ctypes mirrors (bench/python/pyramidkv/_lib.py). The
+ * structs of the optional headers (the layer group, the runtime helpers)
+ * are printed when the header is there.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -61,6 +63,7 @@ int main(void)
     S(pb_kvcache_vtable); F(pb_kvcache_vtable, create);
     F(pb_kvcache_vtable, on_decode_step); F(pb_kvcache_vtable, evict);
     F(pb_kvcache_vtable, memory_bytes); F(pb_kvcache_vtable, destroy);
+#ifdef PYRAMIDKV_PYRAMIDKV_GROUP_H
     S(pb_kvcache_group_params); F(pb_kvcache_group_params, struct_size);
     F(pb_kvcache_group_params, num_heads);
     F(pb_kvcache_group_params, floor_permille);
@@ -76,6 +79,13 @@ int main(void)
     F(pb_kvcache_group_plan_info, head_capacity);
     F(pb_kvcache_group_plan_info, reserved);
     F(pb_kvcache_group_plan_info, layer_total);
+#endif
+#ifdef PYRAMIDKV_PYRAMIDKV_RUNTIME_H
+    S(pb_qk_config); F(pb_qk_config, struct_size); F(pb_qk_config, head_dim);
+    F(pb_qk_config, group); F(pb_qk_config, key_type);
+    F(pb_qk_config, reduce); F(pb_qk_config, scale);
+    F(pb_qk_config, max_keys); F(pb_qk_config, max_rows);
+#endif
     /* the defaults the package copies */
     {
         const pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
@@ -92,10 +102,18 @@ int main(void)
                s.min_share, s.taper_beta);
         printf("default.pb_profile_params %u %u %u\n", p.struct_size,
                p.num_layers, p.max_len);
+#ifdef PYRAMIDKV_PYRAMIDKV_GROUP_H
         const pb_kvcache_group_params g = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
         printf("default.pb_kvcache_group_params %u %u %u %u %u\n",
                g.struct_size, g.num_heads, g.floor_permille, g.slack,
                g.prefill_max_len);
+#endif
+#ifdef PYRAMIDKV_PYRAMIDKV_RUNTIME_H
+        const pb_qk_config q = PB_QK_CONFIG_DEFAULT;
+        printf("default.pb_qk_config %u %u %u %u %u %.17g %u %u\n",
+               q.struct_size, q.head_dim, q.group, q.key_type, q.reduce,
+               (double)q.scale, q.max_keys, q.max_rows);
+#endif
     }
     return 0;
 }

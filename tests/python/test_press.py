@@ -75,3 +75,30 @@ def test_press_keeps_what_the_c_runtime_keeps(pm, method, prompts):
             assert toks == ctoks
     finally:
         press.close()
+
+
+def test_press_from_queries_keeps_what_attention_rows_keep(pm):
+    """The press given the observation window's queries (scored by the
+    library, pb_qk_attention) keeps what it keeps from torch's attention
+    rows, on model_eval's first prompt."""
+    import pyramidkv.runtime as rt
+    if not rt.available():
+        pytest.skip("the loaded library has no pyramidkv_runtime.h")
+    press_model, m, text, _ = pm
+    press = press_model.KVPress(8, 3, 2, 128, schedule="uniform",
+                                recent_window=32, obs_window=16,
+                                pool_kernel=7, max_len=520)
+    try:
+        prompt, _ = press_model.needle_prompts(text, 1, 506)[0]
+        qs = []
+        _, ks, _, ps = press_model.prefill(m, torch.tensor([list(prompt)]), qs)
+        press.reset()
+        a = press.kept_after_prefill([p[:, :, -16:, :] for p in ps])
+        press.reset()
+        b = press.kept_after_prefill(None, [q[:, :, -16:, :] for q in qs],
+                                     ks, scale=1.0)
+        for l in range(8):
+            for kv in range(3):
+                assert a[0][l][kv].tolist() == b[0][l][kv].tolist(), (l, kv)
+    finally:
+        press.close()

@@ -21,8 +21,11 @@ from .kvcache import (HEAD_REDUCE, POOLS, PREFILL_SCOPES, ROW_STORES,  # noqa: F
                       Layer, config_size, head_reduce)
 from .group import Group, group_plan, group_size  # noqa: F401
 from .group import available as group_available  # noqa: F401
-from .profile import Profile, fit_ratio, profile_size  # noqa: F401
-from .schedule import (KINDS, Plan, kind_name, kind_value, plan,  # noqa: F401
+from . import runtime  # noqa: F401
+from .runtime import QK, compact_rows, evict_slots, evict_to_share  # noqa: F401
+from .profile import (Profile, cake_layer_preference, cake_weights,  # noqa: F401
+                      fit_ratio, profile_size)
+from .schedule import (KINDS, Plan, kind_name, kind_value, kinds, plan,  # noqa: F401
                        pyramid_budget, pyramid_budgets, pyramid_total,
                        schedule_shares)
 

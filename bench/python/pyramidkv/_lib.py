@@ -148,6 +148,13 @@ class GroupPlanInfo(ctypes.Structure):
     DEFAULT = (40, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
+class QKConfig(ctypes.Structure):
+    _fields_ = [(n, u32) for n in ("struct_size", "head_dim", "group",
+                                   "key_type", "reduce")] + [
+        ("scale", ctypes.c_float), ("max_keys", u32), ("max_rows", u32)]
+    DEFAULT = (32, 128, 1, 0, 0, 0.0, 4096, 32)
+
+
 class Vtable(ctypes.Structure):
     _fields_ = [("create", ctypes.CFUNCTYPE(vp, vp, vp, vp)),
                 ("on_decode_step", ctypes.CFUNCTYPE(None, vp, u32, vp, size_t)),
@@ -173,7 +180,13 @@ STRUCTS = {
     "pb_kvcache_vtable": Vtable,
     "pb_kvcache_group_params": GroupParams,
     "pb_kvcache_group_plan_info": GroupPlanInfo,
+    "pb_qk_config": QKConfig,
 }
+
+# Structs of headers a library may lack (an older libpyramidkv.so.0): the
+# layout test skips those its C compiler does not know.
+OPTIONAL_STRUCTS = ("pb_kvcache_group_params", "pb_kvcache_group_plan_info",
+                    "pb_qk_config")
 
 
 def make_struct(cls, **fields):
@@ -342,6 +355,33 @@ def _declare(L):
     }
     if hasattr(L, "pb_kvcache_group_create"):
         protos.update(group)
+    # The runtime helpers (pyramidkv_runtime.h), likewise optional.
+    runtime = {
+        "pb_kvcache_evict_to_share": (st, [vp, vp, size_t, vp]),
+        "pb_kvcache_evict_slots": (st, [vp, u32, vp, vp, size_t, vp]),
+        "pb_kvcache_compact_rows": (st, [vp, size_t, size_t, vp, size_t,
+                                         size_t, vp, size_t, size_t]),
+        "pb_qk_size": (st, [vp, vp]),
+        "pb_qk_create": (st, [vp, vp, vp]),
+        "pb_qk_destroy": (None, [vp]),
+        "pb_qk_attention": (st, [vp, vp, size_t, size_t, size_t, vp, size_t,
+                                 size_t, vp]),
+        "pb_qk_observe": (st, [vp, vp, u32, vp, size_t, vp, size_t, size_t]),
+        "pb_qk_prefill": (st, [vp, vp, vp, size_t, size_t, size_t, vp, size_t,
+                               size_t, u32, vp, size_t, vp, size_t, vp]),
+    }
+    if hasattr(L, "pb_qk_create"):
+        protos.update(runtime)
+    # CAKE's layer preference and per-head shares (pyramidkv_preference.h).
+    if hasattr(L, "pb_cake_weights"):
+        protos.update({
+            "pb_cake_layer_preference": (st, [vp, size_t, size_t, size_t,
+                                              size_t, ctypes.c_double,
+                                              ctypes.c_double, vp, vp, vp]),
+            "pb_cake_weights": (st, [vp, size_t, vp, size_t]),
+            "pb_profile_head_shares": (st, [vp, u32, u32, u32, u32, u32, vp,
+                                            size_t]),
+        })
     for name, (res, args) in protos.items():
         f = getattr(L, name)
         f.restype = res

@@ -102,6 +102,8 @@ class KVPress:
                        for l in range(self.L)]
 
     def close(self):
+        if getattr(self, "_qk_obj", None) is not None:
+            self._qk_obj.close()
         for layers in self.inst:
             for heads in layers:
                 for c in heads:
@@ -117,23 +119,60 @@ class KVPress:
     def _group(self, a, kv):
         return a[kv * self.group:(kv + 1) * self.group]
 
-    def kept_after_prefill(self, attentions):
+    def _qk(self, head_dim, rows, length, scale):
+        from .runtime import QK
+        key = (head_dim, rows, length, scale)
+        if getattr(self, "_qk_key", None) != key:
+            if getattr(self, "_qk_obj", None) is not None:
+                self._qk_obj.close()
+            self._qk_obj = QK(head_dim=head_dim, group=self.group,
+                              scale=scale, max_keys=max(length, 1),
+                              max_rows=max(rows, 1))
+            self._qk_key = key
+        return self._qk_obj
+
+    def _rows_from_queries(self, queries, keys, b, l, scale):
+        """[heads, rows, seq] attention from the window's queries through
+        pb_qk_attention, one call per KV head (the group reduced already:
+        returned as [kv, rows, seq])."""
+        q = queries[l][b].detach().to("cpu", torch.float32).contiguous().numpy()
+        k = keys[l][b].detach().to("cpu", torch.float32).contiguous().numpy()
+        rows, n = q.shape[1], k.shape[1]
+        qk = self._qk(q.shape[2], rows, n, scale)
+        return np.stack([qk.attention(np.ascontiguousarray(
+            self._group(q, kv)), np.ascontiguousarray(k[kv]))
+            for kv in range(self.kv)])
+
+    def kept_after_prefill(self, attentions, queries=None, keys=None,
+                           scale=0.0):
         """The kept positions per [batch][layer][kv] (uint32 arrays) for a
-        prompt's attention rows; the instances must be fresh."""
+        prompt's attention rows, or, with ``queries`` ([batch, heads, rows,
+        head_dim] per layer, rotated, unscaled) and ``keys``, for the rows
+        the library computes from them (pb_qk_attention; scale 0:
+        1/sqrt(head_dim)); the instances must be fresh."""
         out = []
         for b in range(self.batch):
             layers = []
             for l in range(self.L):
-                a = attentions[l][b]
-                if isinstance(a, torch.Tensor):
-                    a = a.detach().to("cpu", torch.float32).numpy()
-                rows, n = a.shape[1], a.shape[2]
+                if queries is not None:
+                    red_all = self._rows_from_queries(queries, keys, b, l,
+                                                      scale)
+                    rows, n = red_all.shape[1], red_all.shape[2]
+                    a = None
+                else:
+                    a = attentions[l][b]
+                    if isinstance(a, torch.Tensor):
+                        a = a.detach().to("cpu", torch.float32).numpy()
+                    rows, n = a.shape[1], a.shape[2]
                 use = rows if self.replay or rows < self.obs_window \
                     else self.obs_window
                 heads = []
                 for kv in range(self.kv):
-                    red = head_reduce(np.ascontiguousarray(
-                        self._group(a, kv)[:, rows - use:, :]), "mean")
+                    if a is None:
+                        red = np.ascontiguousarray(red_all[kv, rows - use:])
+                    else:
+                        red = head_reduce(np.ascontiguousarray(
+                            self._group(a, kv)[:, rows - use:, :]), "mean")
                     c = self.inst[b][l][kv]
                     if self.replay:
                         first = n - use
@@ -148,10 +187,16 @@ class KVPress:
             out.append(layers)
         return out
 
-    def compress(self, keys, values, attentions):
+    def compress(self, keys, values, attentions=None, queries=None,
+                 scale=0.0):
         """Compresses a prompt's cache: keys/values[l] [batch, kv, seq, hd],
-        attentions[l] [batch, heads, rows, seq]. Returns a PressedCache."""
-        kept = self.kept_after_prefill(attentions)
+        and either attentions[l] [batch, heads, rows, seq] or queries[l]
+        [batch, heads, rows, hd] (the window's queries after the rotary
+        embedding, before the logit scale; the library scores them against
+        the keys, needs pyramidkv_runtime.h). Returns a PressedCache."""
+        if (attentions is None) == (queries is None):
+            raise ValueError("give attentions or queries, not both")
+        kept = self.kept_after_prefill(attentions, queries, keys, scale)
         self.since_evict = 0
         ks, vs, ps = [], [], []
         for l in range(self.L):

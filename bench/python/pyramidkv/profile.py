@@ -1,6 +1,8 @@
 """The attention-profile accumulator (pb_profile, docs/spec.md §14): rows of
 attention per layer in, each layer's entropy, mass curve and the weights of
-the profile schedule out, plus the arithmetic ratio that fits them.
+the profile schedule out, plus the arithmetic ratio that fits them; and
+CAKE's layer preference, the cake schedule's weights and per-head shares
+(pyramidkv_preference.h, when the loaded library has them).
 
 It owns the Python lifetime of a pb_profile; rows go to C by address, a
 whole [rows, len] block in a loop of one C call per row (the library takes
@@ -36,6 +38,39 @@ def fit_ratio(weights, max_ratio=8):
                                      ctypes.byref(r), ctypes.byref(d)),
           "pb_profile_fit_ratio")
     return int(r.value), int(d.value)
+
+
+def _require_cake():
+    if not hasattr(lib(), "pb_cake_weights"):
+        raise NotImplementedError("the loaded libpyramidkv has no "
+                                  "pyramidkv_preference.h calls")
+
+
+def cake_layer_preference(attn, tau1=1.0, tau2=1.0):
+    """pb_cake_layer_preference over a layer's window attention ``attn``
+    [heads, rows, len] float32: (entropy, variance, preference)."""
+    _require_cake()
+    a = _lib.f32_array(attn, "attn", (3,))
+    H, R, n = a.shape
+    e, v, p = ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
+    check(lib().pb_cake_layer_preference(
+        _lib.addr(a), H, R * n, R, n, float(tau1), float(tau2),
+        ctypes.byref(e), ctypes.byref(v), ctypes.byref(p)),
+        "pb_cake_layer_preference")
+    return e.value, v.value, p.value
+
+
+def cake_weights(preference):
+    """pb_cake_weights: the cake schedule's uint32 weights from the layers'
+    preferences (float64)."""
+    _require_cake()
+    pr = np.ascontiguousarray(preference, dtype=np.float64)
+    if pr.ndim != 1:
+        raise ValueError("preference: one value per layer")
+    out = np.empty(max(pr.size, 1), dtype=np.uint32)
+    check(lib().pb_cake_weights(_lib.addr(pr), pr.size, _lib.addr(out),
+                                out.size), "pb_cake_weights")
+    return out[:pr.size]
 
 
 class Profile:
@@ -161,6 +196,22 @@ class Profile:
                                           ctypes.byref(k)),
                   "pb_profile_mass_k")
         return int(k.value)
+
+    def head_shares(self, layer, num_heads, share, min_share=0,
+                    fraction_ppm=900000):
+        """pb_profile_head_shares: per-head shares of one layer from a
+        profile made with num_layers = L x num_heads (uint32, summing to
+        num_heads x share)."""
+        _require_cake()
+        n = check_u32(num_heads, "num_heads")
+        out = np.empty(max(n, 1), dtype=np.uint32)
+        with self._lock:
+            check(lib().pb_profile_head_shares(
+                self._handle(), check_u32(layer, "layer"), n,
+                check_u32(share, "share"), check_u32(min_share, "min_share"),
+                check_u32(fraction_ppm, "fraction_ppm"), _lib.addr(out),
+                out.size), "pb_profile_head_shares")
+        return out[:n]
 
     def weights(self, fraction_ppm=900000, floor_weight=1):
         """pb_profile_weights: the profile schedule's weights, uint32."""

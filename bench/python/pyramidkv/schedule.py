@@ -56,6 +56,18 @@ def kind_value(kind):
     return check_u32(kind, "kind")
 
 
+def kinds():
+    """Every schedule kind the loaded library knows, by name, value order
+    (KINDS is those of 0.2.0; a newer library may know more)."""
+    out = []
+    while len(out) < 1024:
+        name = lib().pb_schedule_kind_name(len(out))
+        if name is None:
+            break
+        out.append(name.decode())
+    return tuple(out)
+
+
 def kind_name(kind):
     """pb_schedule_kind_name; None for a value that is not a kind."""
     s = lib().pb_schedule_kind_name(check_u32(kind, "kind"))
