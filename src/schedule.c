@@ -5,7 +5,7 @@
  * but taper, whose reference is double arithmetic and is followed operation
  * for operation. No allocation, no libm, no state.
  *
- * Apportioned kinds (kvfactory-balanced, curve, geometric, profile) give
+ * Apportioned kinds (kvfactory-balanced, curve, geometric, profile, cake) give
  * every layer the floor of its exact rational share and hand the remaining
  * units to the largest remainders (ties: the lower layer); the selection
  * runs without scratch memory by a binary search on the remainder value.

@@ -93,10 +93,13 @@ typedef struct pb_kvcache_group_plan_info {
  * head->prefill_max_len must be 0 (the group sets them) and its
  * prefill_scope PB_PREFILL_CONSISTENT.
  *
- * Returns PB_OK; PB_ERR_NULL if info is NULL; PB_ERR_PARAM if
- * info->struct_size is below 40, a field of *head or *params is refused
- * (as pb_kvcache_create, and the ranges above); PB_ERR_TOO_LARGE if a
- * head's capacity does not fit in uint32_t. Checked in that order. *info is
+ * Returns PB_OK; otherwise, checked in this order: PB_ERR_NULL if info is
+ * NULL; PB_ERR_PARAM if info->struct_size is below 40, head->struct_size
+ * is below 64 or a byte past the known fields is not zero, a field of
+ * *params is out of range, or head's capacity, prefill_max_len or
+ * prefill_scope is not as above; PB_ERR_TOO_LARGE if a head's capacity does
+ * not fit in uint32_t; then PB_ERR_PARAM (or PB_ERR_TOO_LARGE) for a field
+ * of *head that pb_kvcache_create refuses at that capacity. *info is
  * written on PB_OK only. Pure, no allocation, thread-safe. */
 PB_API pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
                                        const pb_kvcache_group_params *params,

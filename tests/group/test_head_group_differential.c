@@ -1,8 +1,9 @@
 /*
  * test_head_group_differential.c - the layer group against the naive model
  * of group_reference.c: random configurations (every scorer, sinks,
- * pooling, floors 0 .. 1000, 1 .. 6 heads), random attention with ties and
- * null steps, evicts at random cadences and asks; every victim and count
+ * pooling, floors 0 .. 1000, 1 .. 6 heads, explicit and pyramid shares),
+ * random attention with ties and null steps, evicts at random cadences
+ * and asks; every victim and count
  * must agree, and so must every head's held positions. Then the group
  * prefill against the model fed the rows as decode steps. Seeds and
  * scenario count from argv (default 300 scenarios).
@@ -40,6 +41,13 @@ static void random_config(pbt_rng *g, pb_kvcache_config *c, uint32_t *heads,
     c->recent_window = pbt_below(g, 4);
     c->share = c->recent_window + 1u + pbt_below(g, 8);
     c->budget = c->share + 1u;
+    if (pbt_below(g, 4) == 0) { /* a layer of a pyramid schedule */
+        c->share = 0;
+        c->num_layers = 1u + pbt_below(g, 8);
+        c->layer = pbt_below(g, c->num_layers);
+        c->pyramid_ratio = 1u + pbt_below(g, 6);
+        c->budget = c->recent_window + 1u + pbt_below(g, 10);
+    }
     c->obs_window = 1u + pbt_below(g, 4);
     c->pool_kernel = 1u + 2u * pbt_below(g, 3);
     c->pool = pbt_below(g, 2);
