@@ -114,6 +114,8 @@ def main():
                 G.observe(p, None)
     pos = {"one": a.held, "layer": a.held, "group": a.held, "obs": a.held}
     fl, cc, py, lc, lp, gp, oc, og, ogc = [], [], [], [], [], [], [], [], []
+    pyo = []
+    out = np.empty(a.held + 2, np.uint32)
     lens8 = np.full(a.heads, a.held, dtype=np.uintp)
     noop = C.pbpy_noop
     h = one[0]._h
@@ -135,6 +137,12 @@ def main():
         for i in range(S):
             c.step(p + i, r)
         py.append((time.perf_counter_ns() - t0) / S)
+        pos["one"] += S
+        p = pos["one"]
+        t0 = time.perf_counter_ns()
+        for i in range(S):
+            c.step(p + i, r, out=out)
+        pyo.append((time.perf_counter_ns() - t0) / S)
         pos["one"] += S
 
         lc.append(c_steps(layer.heads, pos["layer"]))
@@ -199,8 +207,11 @@ def main():
     print("  ctypes call floor (no-op C function)  %.3f" % m(fl))
     print("  C loop                                %.3f" % m(cc))
     print("  Python KVCache.step (observe + evict)  %.3f" % m(py))
-    print("  Python - C                            %.3f  (target <= 3)"
-          % (m(py) - m(cc)))
+    print("  Python KVCache.step(..., out=)        %.3f" % m(pyo))
+    print("  Python - C: %.3f, with out= %.3f (target <= 3); less the "
+          "floor of its two ctypes calls: %.3f, %.3f"
+          % (m(py) - m(cc), m(pyo) - m(cc), m(py) - m(cc) - 2 * m(fl),
+             m(pyo) - m(cc) - 2 * m(fl)))
     print("layer of %d KV heads, observe + evict per step (us):" % a.heads)
     print("  C loop over the heads                 %.3f" % m(lc))
     print("  Python Layer (one C call per head)    %.3f  (%.2fx the C loop; "
