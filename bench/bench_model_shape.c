@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_group_shape.h"
 #include "bench_shape.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
@@ -453,5 +454,10 @@ int main(int argc, char **argv) {
         for (uint32_t m = 0; m < 2u && rc == 0; ++m)
             if (cfg->rows >> m & 1u) rc = bench_cadence(&s, cfg->cadences[c], m);
     state_free(&s);
+    /* One layer's heads as a head-adaptive group against the same heads
+     * as separate instances, at the layer-average share. */
+    if (rc == 0)
+        rc = bench_group_rows(&s.opt, cfg->heads, cfg->budget, cfg->tokens,
+                              cfg->cadences, cfg->n_cadences);
     return rc;
 }

@@ -5,7 +5,7 @@
  * but taper, whose reference is double arithmetic and is followed operation
  * for operation. No allocation, no libm, no state.
  *
- * Apportioned kinds (kvfactory-balanced, curve, geometric, profile) give
+ * Apportioned kinds (kvfactory-balanced, curve, geometric, profile, cake) give
  * every layer the floor of its exact rational share and hand the remaining
  * units to the largest remainders (ties: the lower layer); the selection
  * runs without scratch memory by a binary search on the remainder value.
@@ -305,6 +305,21 @@ static pb_status profile(const pb_schedule *s, uint32_t *shares,
     return PB_OK;
 }
 
+/* CAKE (docs/spec.md §17.2): the window in every layer and the prefix
+ * units apportioned by the preference weights, as profile with the window
+ * as its base; a prompt no longer than the budget is kept whole. */
+static pb_status cake(const pb_schedule *s, uint32_t *shares,
+                      uint64_t *total) {
+    if (s->prompt_len != 0u && s->prompt_len <= s->budget) {
+        fill(shares, s->num_layers, s->prompt_len);
+        *total = (uint64_t)s->prompt_len * s->num_layers;
+        return PB_OK;
+    }
+    pb_schedule p = *s;
+    p.min_share = s->window;
+    return profile(&p, shares, total);
+}
+
 /* ---- taper ---- */
 
 /* The per-pass scalars of taper's water-filling. */
@@ -434,7 +449,7 @@ static pb_status taper_shares(const pb_schedule *s, uint32_t *shares,
 
 static const char *const kind_names[] = {
     "arithmetic", "uniform", "kvfactory", "kvfactory-balanced",
-    "taper",      "curve",   "geometric", "profile"};
+    "taper",      "curve",   "geometric", "profile", "cake"};
 #define KIND_COUNT (sizeof kind_names / sizeof kind_names[0])
 
 const char *pb_schedule_kind_name(uint32_t kind) {
@@ -471,8 +486,11 @@ static pb_status check_fields(const pb_schedule *s) {
                        finite(s->taper_beta)
                    ? PB_OK
                    : PB_ERR_PARAM;
+    case PB_SCHEDULE_CAKE:
     case PB_SCHEDULE_PROFILE: {
-        if (s->min_share > s->budget) return PB_ERR_PARAM;
+        if (s->kind == PB_SCHEDULE_PROFILE ? s->min_share > s->budget
+                                           : s->window >= s->budget)
+            return PB_ERR_PARAM;
         for (uint32_t l = 0; l < s->num_layers; ++l)
             if (s->weights[l] != 0u) return PB_OK;
         return PB_ERR_PARAM;
@@ -492,7 +510,8 @@ pb_status pb_kvcache_schedule_shares(const pb_schedule *schedule,
         if (bytes[b] != 0u) return PB_ERR_PARAM;
     const pb_schedule *s = schedule;
     if (s->kind >= KIND_COUNT || s->num_layers == 0u) return PB_ERR_PARAM;
-    if (s->kind == PB_SCHEDULE_PROFILE && s->weights == NULL)
+    if ((s->kind == PB_SCHEDULE_PROFILE || s->kind == PB_SCHEDULE_CAKE) &&
+        s->weights == NULL)
         return PB_ERR_NULL;
     pb_status st = check_fields(s);
     if (st != PB_OK) return st;
@@ -514,6 +533,7 @@ pb_status pb_kvcache_schedule_shares(const pb_schedule *schedule,
     case PB_SCHEDULE_GEOMETRIC:
         st = powered(s, SRC_GEOMETRIC, shares, &sum);
         break;
+    case PB_SCHEDULE_CAKE: st = cake(s, shares, &sum); break;
     default: st = profile(s, shares, &sum); break;
     }
     if (st == PB_OK && total != NULL) *total = sum;

@@ -611,7 +611,7 @@ static void refusals_write_nothing(void **state) {
         ++n;                                                      \
     } while (0)
     ROW("layers 0", PB_SCHEDULE_UNIFORM, num_layers, 0u, 4u, PB_ERR_PARAM);
-    ROW("kind 8", PB_SCHEDULE_UNIFORM, kind, 8u, 4u, PB_ERR_PARAM);
+    ROW("kind 9", PB_SCHEDULE_UNIFORM, kind, 9u, 4u, PB_ERR_PARAM);
     ROW("kind max", PB_SCHEDULE_UNIFORM, kind, UINT32_MAX, 4u, PB_ERR_PARAM);
     ROW("struct_size 0", PB_SCHEDULE_UNIFORM, struct_size, 0u, 4u,
         PB_ERR_PARAM);
@@ -694,7 +694,7 @@ static void struct_size_tail(void **state) {
 
 static void kind_names(void **state) {
     (void)state;
-    for (uint32_t k = 0; k <= PB_SCHEDULE_PROFILE; ++k) {
+    for (uint32_t k = 0; k <= PB_SCHEDULE_CAKE; ++k) {
         const char *name = pb_schedule_kind_name(k);
         assert_non_null(name);
         uint32_t back = 99u;
@@ -703,7 +703,7 @@ static void kind_names(void **state) {
     }
     assert_string_equal(pb_schedule_kind_name(PB_SCHEDULE_KVFACTORY_BALANCED),
                         "kvfactory-balanced");
-    assert_null(pb_schedule_kind_name(8u));
+    assert_null(pb_schedule_kind_name(PB_SCHEDULE_CAKE + 1u));
     uint32_t k = 42u;
     assert_int_equal(pb_schedule_kind_from_name("Curve", &k), PB_ERR_PARAM);
     assert_int_equal(pb_schedule_kind_from_name("", &k), PB_ERR_PARAM);

@@ -584,5 +584,7 @@ PB_API size_t pb_kvcache_memory_bytes(const pb_kvcache *policy);
 #include "pyramidkv/pyramidkv_prefill.h"
 #include "pyramidkv/pyramidkv_profile.h"
 #include "pyramidkv/pyramidkv_schedule.h"
+#include "pyramidkv/pyramidkv_group.h"
+#include "pyramidkv/pyramidkv_preference.h"
 
 #endif /* PYRAMIDKV_PYRAMIDKV_H */

@@ -39,9 +39,13 @@ typedef enum pb_schedule_kind {
                                      gamma_milli), total exactly L x B */
     PB_SCHEDULE_GEOMETRIC,        /* shares proportional to
                                      ratio^(-l/(L-1)), total exactly L x B */
-    PB_SCHEDULE_PROFILE           /* shares proportional to caller weights
+    PB_SCHEDULE_PROFILE,          /* shares proportional to caller weights
                                      (weights, min_share), total exactly
                                      L x B */
+    PB_SCHEDULE_CAKE              /* CAKE's layer preferences: window plus
+                                     a part of L x (B - window) proportional
+                                     to weights (pb_cake_weights); prompt_len
+                                     (docs/spec.md §17) */
 } pb_schedule_kind;
 
 /* A schedule: its kind and every parameter any kind reads. A kind reads
@@ -67,12 +71,13 @@ typedef struct pb_schedule {
     uint32_t ratio;       /* [4] r, >= 1 (arithmetic, curve, geometric): the
                              first layer's share over the last one's; 1 is
                              uniform */
-    uint32_t window;      /* [8] w, < budget (kvfactory, kvfactory-balanced):
+    uint32_t window;      /* [8] w, < budget (kvfactory, kvfactory-balanced,
+                             cake):
                              the observation window every layer adds */
     uint32_t beta;        /* [20] integer beta >= 1 (kvfactory,
                              kvfactory-balanced): the last layer's prefix
                              is (budget - window) / beta */
-    uint32_t prompt_len;  /* [0] q (kvfactory, kvfactory-balanced): the prompt
+    uint32_t prompt_len;  /* [0] q (kvfactory, kvfactory-balanced, cake): the prompt
                              length when known; 0 means not given, the
                              schedule of a prompt longer than any clamp */
     uint32_t sinks;       /* [4] n_sink (taper): attention-sink positions;
@@ -87,7 +92,7 @@ typedef struct pb_schedule {
     double taper_beta;    /* [2.0] beta (taper), finite, >= 1: the first
                              layer keeps about budget + (budget - sinks - 1)
                              x (beta - 1) */
-    const uint32_t *weights; /* [NULL] (profile) num_layers non-negative
+    const uint32_t *weights; /* [NULL] (profile, cake) num_layers non-negative
                              weights, layer 0 first, not all zero; read
                              only during the call. Scale decimals to
                              integers first (the CLI multiplies every
@@ -116,9 +121,9 @@ typedef struct pb_schedule {
  *   PB_ERR_PARAM  struct_size below sizeof(pb_schedule) of this release, or
  *                 a non-zero byte past it; kind not a pb_schedule_kind;
  *                 num_layers 0;
- *   PB_ERR_NULL   kind profile with weights NULL;
+ *   PB_ERR_NULL   kind profile or cake with weights NULL;
  *   PB_ERR_PARAM  a field the kind reads out of its range (see the
- *                 struct), or profile weights that are all zero;
+ *                 struct), or profile or cake weights that are all zero;
  *   PB_ERR_BUFFER shares_len < num_layers;
  *   PB_ERR_TOO_LARGE a share does not fit in uint32_t (for curve,
  *                 geometric, profile and kvfactory-balanced: an unrounded
@@ -137,7 +142,7 @@ PB_API pb_status pb_kvcache_schedule_shares(const pb_schedule *schedule,
 
 /* The schedule's name as the CLI spells it ("arithmetic", "uniform",
  * "kvfactory", "kvfactory-balanced", "taper", "curve", "geometric",
- * "profile"), a static string; NULL for a value that is not a
+ * "profile", "cake"), a static string; NULL for a value that is not a
  * pb_schedule_kind. Pure and thread-safe. */
 PB_API const char *pb_schedule_kind_name(uint32_t kind);
 

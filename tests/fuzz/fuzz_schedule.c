@@ -91,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          ? (uint32_t)sizeof box
                          : (uint32_t)sizeof box.s;
     if ((head & 0x38u) == 0x38u) box.tail[head >> 8 & 15u] = 1u;
-    s->kind = (head >> 12) % 9u; /* 8 is not a kind */
+    s->kind = (head >> 12) % 10u; /* 9 is not a kind */
     s->num_layers = (head >> 16) % (MAX_L + 1u);
     s->budget = shaped(&r);
     s->ratio = shaped(&r);
@@ -165,6 +165,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(total == lb, "curve and geometric are L x B");
         for (uint32_t l = 1; l < L; ++l)
             check(shares[l] <= shares[l - 1], "curve and geometric never rise");
+        break;
+    case PB_SCHEDULE_CAKE:
+        if (s->prompt_len != 0u && s->prompt_len <= s->budget) {
+            for (uint32_t l = 0; l < L; ++l)
+                check(shares[l] == s->prompt_len, "cake keeps a short prompt");
+            break;
+        }
+        check(total == lb, "cake is L x B");
+        for (uint32_t l = 0; l < L; ++l) {
+            check(shares[l] >= s->window, "cake keeps the window");
+            if (s->weights[l] == 0u)
+                check(shares[l] == s->window, "weight 0 gets the window");
+        }
         break;
     default:
         check(total == lb, "profile is L x B");

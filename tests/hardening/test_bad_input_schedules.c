@@ -271,7 +271,7 @@ static void schedule_struct_tail_nonzero(void **state) {
 
 static void schedule_kind_unknown(void **state) {
     (void)state;
-    pb_schedule s = sched_of(PB_SCHEDULE_PROFILE + 1u);
+    pb_schedule s = sched_of(PB_SCHEDULE_CAKE + 1u);
     expect_schedule(&s, 4u, PB_ERR_PARAM);
     s.kind = UINT32_MAX;
     expect_schedule(&s, 4u, PB_ERR_PARAM);
@@ -367,7 +367,7 @@ static void schedule_buffer_one_long(void **state) {
 
 static void schedule_kind_names_unknown(void **state) {
     (void)state;
-    assert_null(pb_schedule_kind_name(PB_SCHEDULE_PROFILE + 1u));
+    assert_null(pb_schedule_kind_name(PB_SCHEDULE_CAKE + 1u));
     assert_null(pb_schedule_kind_name(UINT32_MAX));
     uint32_t kind = CANARY;
     assert_int_equal(pb_schedule_kind_from_name("pyramid", &kind),

@@ -1,0 +1,206 @@
+/*
+ * bench_group_shape.c - the layer-group rows of bench_model_shape
+ * (bench_group_shape.h). One layer of H KV heads, per-head share S, recent
+ * 32, obs 16, kernel 7, window scorer, floor 0.2: the group holds H x S
+ * positions at steady state, as the H separate instances do; one token is
+ * a decode step on every head, and every `cadence` tokens the group
+ * evicts the layer back to H x S (the separate instances each back to S).
+ * The attention rows are those of bench_shape.c for layer 0, cut to each
+ * head's held count. The group's victims are checked against docs/spec.md
+ * §16 by tests/group, not here.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "bench_group_shape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_shape.h"
+#include "pyramidkv/pyramidkv.h"
+
+static const char *const NAME = "bench_model_shape";
+
+typedef struct group_bench {
+    uint32_t heads, share, rowcap;
+    float *pool;        /* [heads][BENCH_SHAPE_ROWS][rowcap] */
+    float *step;        /* [heads * rowcap] one token's rows */
+    size_t *lens;       /* [heads] */
+    uint32_t *victims;  /* [heads * rowcap] */
+    size_t *counts;     /* [heads] */
+    pb_kvcache_group *group;
+    pb_kvcache **sep;   /* [heads] */
+} group_bench;
+
+static pb_kvcache_config head_config(uint32_t share) {
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.budget = share + 1u;
+    c.share = share;
+    return c;
+}
+
+static const float *pool_row(const group_bench *b, uint32_t h, uint64_t k) {
+    return bench_shape_row(b->pool + (size_t)h * BENCH_SHAPE_ROWS * b->rowcap,
+                           b->rowcap, k);
+}
+
+/* One token on the group (observe every head; evict at the cadence). */
+static int group_token(group_bench *b, uint32_t pos, uint64_t k, int evict) {
+    for (uint32_t h = 0; h < b->heads; h++) {
+        b->lens[h] = pb_kvcache_kept_count(pb_kvcache_group_head(b->group, h));
+        memcpy(b->step + (size_t)h * b->rowcap, pool_row(b, h, k),
+               b->lens[h] * sizeof(float));
+    }
+    if (pb_kvcache_group_observe(b->group, pos, b->step, b->rowcap, b->lens))
+        return 1;
+    if (!evict) return 0;
+    size_t n = 0;
+    return pb_kvcache_group_evict(b->group, UINT64_MAX, b->victims,
+                                  (size_t)b->heads * b->rowcap, b->counts,
+                                  b->heads, &n) != PB_OK;
+}
+
+/* One token on the separate instances, with the same copy of the rows. */
+static int separate_token(group_bench *b, uint32_t pos, uint64_t k,
+                          int evict) {
+    for (uint32_t h = 0; h < b->heads; h++) {
+        const size_t len = pb_kvcache_kept_count(b->sep[h]);
+        float *row = b->step + (size_t)h * b->rowcap;
+        memcpy(row, pool_row(b, h, k), len * sizeof(float));
+        if (pb_kvcache_observe(b->sep[h], pos, row, len)) return 1;
+        size_t n = 0;
+        if (evict && pb_kvcache_evict(b->sep[h], b->share, b->victims,
+                                      b->rowcap, &n))
+            return 1;
+    }
+    return 0;
+}
+
+static int fill(group_bench *b, uint32_t cadence) {
+    pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    p.num_heads = b->heads;
+    p.slack = cadence;
+    const pb_kvcache_config hc = head_config(b->share);
+    if (pb_kvcache_group_create(&hc, &p, NULL, &b->group)) return 1;
+    pb_kvcache_config sc = hc;
+    sc.capacity = b->share + cadence;
+    for (uint32_t h = 0; h < b->heads; h++)
+        if (pb_kvcache_create(&sc, NULL, &b->sep[h])) return 1;
+    for (uint32_t pos = 1; pos < b->share; pos++) {
+        const int observed = pos + BENCH_SHAPE_FILL_OBSERVED >= b->share;
+        if (observed) {
+            if (group_token(b, pos, pos, 0) || separate_token(b, pos, pos, 0))
+                return 1;
+        } else {
+            if (pb_kvcache_group_observe(b->group, pos, NULL, 0, NULL))
+                return 1;
+            for (uint32_t h = 0; h < b->heads; h++)
+                if (pb_kvcache_observe(b->sep[h], pos, NULL, 0)) return 1;
+        }
+    }
+    return 0;
+}
+
+static void release(group_bench *b) {
+    pb_kvcache_group_destroy(b->group);
+    b->group = NULL;
+    for (uint32_t h = 0; h < b->heads; h++) {
+        pb_kvcache_destroy(b->sep[h]);
+        b->sep[h] = NULL;
+    }
+}
+
+static int run_cadence(group_bench *b, const bench_options *opt,
+                       uint32_t tokens, uint32_t cadence) {
+    const unsigned runs = opt->warmup + opt->reps;
+    double *gs = calloc(runs, sizeof *gs), *ss = calloc(runs, sizeof *ss);
+    int rc = gs == NULL || ss == NULL || fill(b, cadence);
+    tokens = (tokens + cadence - 1u) / cadence * cadence;
+    uint32_t pos = b->share + 1000u;
+    for (unsigned r = 0; r < runs && rc == 0; r++) {
+        double t0 = bench_now();
+        for (uint32_t t = 0; t < tokens && rc == 0; t++)
+            rc = group_token(b, pos + t, t, (t + 1u) % cadence == 0u);
+        double t1 = bench_now();
+        gs[r] = (t1 - t0) / tokens;
+        t0 = bench_now();
+        for (uint32_t t = 0; t < tokens && rc == 0; t++)
+            rc = separate_token(b, pos + t, t, (t + 1u) % cadence == 0u);
+        t1 = bench_now();
+        ss[r] = (t1 - t0) / tokens;
+        pos += tokens;
+    }
+    if (rc == 0) {
+        const bench_stats g = bench_stats_of(gs + opt->warmup, opt->reps);
+        const bench_stats s = bench_stats_of(ss + opt->warmup, opt->reps);
+        pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
+        (void)pb_kvcache_group_info(b->group, &info);
+        printf("group %u heads x share %u, cadence %3u | head-adaptive group "
+               "%9.1f us/token [%.1f - %.1f] | separate uniform instances "
+               "%8.1f us/token [%.1f - %.1f] | ratio %.2fx | head capacity "
+               "%u, layer memory %.1f MB\n",
+               (unsigned)b->heads, (unsigned)b->share, (unsigned)cadence,
+               g.median * 1e6, g.min * 1e6, g.max * 1e6, s.median * 1e6,
+               s.min * 1e6, s.max * 1e6, g.median / s.median,
+               (unsigned)info.head_capacity,
+               (double)pb_kvcache_group_memory_bytes(b->group) / 1e6);
+        fflush(stdout);
+    } else {
+        rc = bench_fail(NAME, "group rows, cadence %u: a call failed",
+                        (unsigned)cadence);
+    }
+    release(b);
+    free(gs);
+    free(ss);
+    return rc;
+}
+
+int bench_group_rows(const bench_options *opt, uint32_t heads, uint32_t share,
+                     uint32_t tokens, const uint32_t *cadences,
+                     size_t n_cadences) {
+    group_bench b;
+    memset(&b, 0, sizeof b);
+    b.heads = heads;
+    b.share = share;
+    pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    p.num_heads = heads;
+    uint32_t max_cadence = 1;
+    for (size_t c = 0; c < n_cadences; c++)
+        if (cadences[c] > max_cadence) max_cadence = cadences[c];
+    p.slack = max_cadence;
+    pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
+    const pb_kvcache_config hc = head_config(share);
+    if (pb_kvcache_group_plan(&hc, &p, &info))
+        return bench_fail(NAME, "group rows: plan refused");
+    b.rowcap = (info.head_capacity + 15u) / 16u * 16u;
+    b.pool = bench_alloc((size_t)heads * BENCH_SHAPE_ROWS * b.rowcap *
+                         sizeof(float));
+    b.step = bench_alloc((size_t)heads * b.rowcap * sizeof(float));
+    b.lens = calloc(heads, sizeof *b.lens);
+    b.counts = calloc(heads, sizeof *b.counts);
+    b.victims = calloc((size_t)heads * b.rowcap, sizeof *b.victims);
+    b.sep = calloc(heads, sizeof *b.sep);
+    int rc = 0;
+    if (!b.pool || !b.step || !b.lens || !b.counts || !b.victims || !b.sep)
+        rc = bench_fail(NAME, "group rows: out of memory");
+    for (uint32_t h = 0; h < heads && rc == 0; h++)
+        bench_shape_fill(b.pool + (size_t)h * BENCH_SHAPE_ROWS * b.rowcap,
+                         b.rowcap, h, 0u);
+    if (rc == 0)
+        printf("\nlayer group: one layer of %u KV heads, share %u per head, "
+               "recent 32, obs 16, kernel 7, floor 0.2; one token = observe "
+               "on every head (rows copied into one buffer for both), an "
+               "evict of the layer every cadence tokens; median [min - max] "
+               "us per token, wall clock; ratio = group / separate\n",
+               (unsigned)heads, (unsigned)share);
+    for (size_t c = 0; c < n_cadences && rc == 0; c++)
+        rc = run_cadence(&b, opt, tokens, cadences[c]);
+    bench_free(b.pool);
+    bench_free(b.step);
+    free(b.lens);
+    free(b.counts);
+    free(b.victims);
+    free(b.sep);
+    return rc;
+}

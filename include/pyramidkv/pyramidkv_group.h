@@ -1,0 +1,246 @@
+/*
+ * pyramidkv_group.h - head-adaptive allocation inside a layer (Ada-KV): the
+ * KV heads of one layer share one pool of positions. Every head keeps its
+ * protected positions and a floor; the rest of the layer's pool goes to the
+ * best scores across all of its heads. Included by <pyramidkv/pyramidkv.h>
+ * (including it directly works too: it includes the umbrella header first).
+ *
+ * It owns the layer group (an object above one ordinary instance per KV
+ * head, all in one allocation), its sizing and planning queries, its decode
+ * step, evict and prefill. Any layer schedule's share drives a group as it
+ * drives an instance (Ada-PyramidKV: a pyramid share per layer, adaptive
+ * across the layer's heads). The rules, to the last position, are in
+ * docs/spec.md §16; docs/head_adaptive.md is the user's guide.
+ */
+#ifndef PYRAMIDKV_PYRAMIDKV_GROUP_H
+#define PYRAMIDKV_PYRAMIDKV_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyramidkv/pyramidkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One layer's KV heads sharing one pool. Opaque. */
+typedef struct pb_kvcache_group pb_kvcache_group;
+
+/* The first released size of pb_kvcache_group_params (0.2.0). */
+#define PB_KVCACHE_GROUP_PARAMS_SIZE_0_2 20u
+
+/* Most KV heads a group takes. */
+#define PB_KVCACHE_GROUP_MAX_HEADS 4096u
+
+/* What a group adds to the per-head pb_kvcache_config. Grows by the rule of
+ * docs/abi.md (struct_size first, PB_KVCACHE_GROUP_PARAMS_DEFAULT sets it).
+ * Defaults in brackets; create refuses any value outside the range. */
+typedef struct pb_kvcache_group_params {
+    uint32_t struct_size;     /* sizeof(pb_kvcache_group_params) of the
+                                 caller's header; at least 20 */
+    uint32_t num_heads;       /* [8] KV heads of the layer, 1 ..
+                                 PB_KVCACHE_GROUP_MAX_HEADS */
+    uint32_t floor_permille;  /* [200] Ada-KV's safeguard alpha in
+                                 thousandths, 0 .. 1000: every head keeps
+                                 at least floor((S - recent_window) *
+                                 floor_permille / 1000) positions beside
+                                 its protected ones (S: the per-head
+                                 share); 1000 is uniform */
+    uint32_t slack;           /* [1] decode steps the group may take
+                                 between two evicts, 1 .. 65536: each
+                                 head's capacity is its maximum plus this */
+    uint32_t prefill_max_len; /* [0] longest prompt pb_kvcache_group_prefill
+                                 takes without a caller workspace; 0: none
+                                 reserved */
+} pb_kvcache_group_params;
+
+#define PB_KVCACHE_GROUP_PARAMS_DEFAULT                                       \
+    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u }
+
+/* A group's sizes, all known before anything runs (pb_kvcache_group_plan)
+ * and fixed for its life. The caller sets struct_size to
+ * sizeof(pb_kvcache_group_plan_info) as its header knows it; the library
+ * writes the fields that size covers. First released size 40 bytes. */
+typedef struct pb_kvcache_group_plan_info {
+    uint32_t struct_size;   /* set by the caller; at least 40 */
+    uint32_t num_heads;     /* H */
+    uint32_t head_share;    /* S: the per-head share, effective
+                               (max(share, recent_window + 1)) */
+    uint32_t floor;         /* f: evictable positions every head keeps
+                               beside its protected ones */
+    uint32_t head_min;      /* recent_window + f: a head holding more
+                               never drops below this in a group evict */
+    uint32_t head_max;      /* the most a head holds after a group evict
+                               or prefill that reached the layer total */
+    uint32_t head_capacity; /* head_max + slack: the most a head ever
+                               holds (size each head's K/V buffer so) */
+    uint32_t reserved;      /* 0 */
+    uint64_t layer_total;   /* T = H x S: the layer's pool, the most the
+                               heads hold together after a group evict */
+} pb_kvcache_group_plan_info;
+
+#define PB_KVCACHE_GROUP_PLAN_INFO_INIT                                       \
+    { (uint32_t)sizeof(pb_kvcache_group_plan_info), 0u, 0u, 0u, 0u, 0u, 0u,  \
+      0u, 0u }
+
+/* Computes the sizes of the group that pb_kvcache_group_create would make
+ * for *head (each head's configuration; NULL: PB_KVCACHE_CONFIG_DEFAULT) and
+ * *params (NULL: PB_KVCACHE_GROUP_PARAMS_DEFAULT), written to *info.
+ *
+ * head's share (or its pyramid formula) is the per-head share S of a
+ * uniform allocation; the layer's pool is num_heads x S. head->capacity and
+ * head->prefill_max_len must be 0 (the group sets them) and its
+ * prefill_scope PB_PREFILL_CONSISTENT.
+ *
+ * Returns PB_OK; PB_ERR_NULL if info is NULL; PB_ERR_PARAM if
+ * info->struct_size is below 40, a field of *head or *params is refused
+ * (as pb_kvcache_create, and the ranges above); PB_ERR_TOO_LARGE if a
+ * head's capacity does not fit in uint32_t. Checked in that order. *info is
+ * written on PB_OK only. Pure, no allocation, thread-safe. */
+PB_API pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
+                                       const pb_kvcache_group_params *params,
+                                       pb_kvcache_group_plan_info *info);
+
+/* The exact bytes pb_kvcache_group_create allocates for these arguments,
+ * written to *bytes on PB_OK only. Statuses as pb_kvcache_group_plan
+ * (PB_ERR_NULL: bytes NULL), plus PB_ERR_TOO_LARGE if the size does not fit
+ * in size_t. Pure, no allocation. */
+PB_API pb_status pb_kvcache_group_size(const pb_kvcache_config *head,
+                                       const pb_kvcache_group_params *params,
+                                       size_t *bytes);
+
+/* Creates a group: num_heads instances of *head, each holding position 0,
+ * sized per pb_kvcache_group_plan, and the scratch its evict and prefill
+ * use, in one allocation of pb_kvcache_group_size bytes. allocator NULL:
+ * malloc/free.
+ *
+ * Returns PB_OK and sets *out; PB_ERR_NULL if out is NULL; PB_ERR_PARAM or
+ * PB_ERR_TOO_LARGE as pb_kvcache_group_size (or an allocator lacking a
+ * function); PB_ERR_NOMEM if the allocator fails. On error *out is NULL
+ * (when out is not NULL) and nothing is left allocated. Thread-safe. */
+PB_API pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
+                                         const pb_kvcache_group_params *params,
+                                         const pb_allocator *allocator,
+                                         pb_kvcache_group **out);
+
+/* Frees the group and its instances. Accepts NULL. */
+PB_API void pb_kvcache_group_destroy(pb_kvcache_group *group);
+
+/* The sizes of this group, as pb_kvcache_group_plan gave them. Returns
+ * PB_OK; PB_ERR_NULL if group or info is NULL; PB_ERR_PARAM if
+ * info->struct_size is below 40. */
+PB_API pb_status pb_kvcache_group_info(const pb_kvcache_group *group,
+                                       pb_kvcache_group_plan_info *info);
+
+/* Head h's instance, for the read-only queries (pb_kvcache_kept_count,
+ * pb_kvcache_kept_positions, pb_kvcache_score, ...). Change it only through
+ * the group. NULL if group is NULL or h >= num_heads. */
+PB_API const pb_kvcache *pb_kvcache_group_head(const pb_kvcache_group *group,
+                                               uint32_t h);
+
+/* Positions the heads hold together. 0 if group is NULL. */
+PB_API uint64_t pb_kvcache_group_kept_total(const pb_kvcache_group *group);
+
+/* The bytes the group allocated, exactly (pb_kvcache_group_size). 0 if
+ * group is NULL. */
+PB_API size_t pb_kvcache_group_memory_bytes(const pb_kvcache_group *group);
+
+/* Returns every head to its state after create (holding position 0).
+ * PB_ERR_NULL if group is NULL. No allocation. */
+PB_API pb_status pb_kvcache_group_reset(pb_kvcache_group *group);
+
+/* One decode step for every head: the token at `pos` attended to head h's
+ * held positions with weights attn[h * head_stride + i], i = 0 ..
+ * attn_len[h] - 1 (ascending held position), then every head admits pos.
+ * attn == NULL admits pos everywhere without observing (attn_len and
+ * head_stride ignored).
+ *
+ * Returns PB_OK; PB_ERR_NULL if group is NULL, or attn is not NULL and
+ * attn_len is NULL; PB_ERR_POSITION if pos is not greater than every
+ * position the group has admitted since create or reset (0 at first);
+ * PB_ERR_LENGTH if an attn_len[h] is not head h's held count, or is above
+ * head_stride while there is more than one head; PB_ERR_WEIGHT if a
+ * weight is NaN, infinite or negative; PB_ERR_FULL if a head holds its
+ * capacity (evict first). The first in that order over all heads is
+ * returned, and every head is checked before any changes: on error nothing
+ * changed. O(total held), no allocation. Not thread-safe on one group. */
+PB_API pb_status pb_kvcache_group_observe(pb_kvcache_group *group,
+                                          uint32_t pos, const float *attn,
+                                          size_t head_stride,
+                                          const size_t *attn_len);
+
+/* Evicts the layer as a whole down to target = min(budget, layer_total)
+ * positions held together (UINT64_MAX: the layer's total). Each head's
+ * candidates are its evictable positions (as for pb_kvcache_evict:
+ * neither sinks, nor the newest recent_window, nor the last scorer's
+ * unobserved ones) ranked by its own scorer's key and position, except
+ * its `floor` best-ranked ones; the victims are the held_total - target
+ * lowest candidates of all heads, ordered by key ascending, then position
+ * ascending, then head index ascending (docs/spec.md §16.3). Fewer go when
+ * fewer are candidates (the layer then stays above target).
+ *
+ * victims receives the victims head by head (head 0's ascending, then head
+ * 1's, ...), counts[h] the number head h gave up, *n_victims their sum.
+ * victims may be NULL when victims_cap is 0.
+ *
+ * Returns PB_OK (also when nothing needs to go); PB_ERR_NULL if group,
+ * counts or n_victims is NULL, or victims is NULL with victims_cap > 0;
+ * PB_ERR_BUFFER if counts_len < num_heads (*n_victims untouched) or
+ * victims_cap is below the number to go (*n_victims set to it). On error
+ * nothing changed and nothing else is written. No allocation. */
+PB_API pb_status pb_kvcache_group_evict(pb_kvcache_group *group,
+                                        uint64_t budget, uint32_t *victims,
+                                        size_t victims_cap, size_t *counts,
+                                        size_t counts_len, size_t *n_victims);
+
+/* The exact bytes of workspace pb_kvcache_group_prefill needs for a prompt
+ * of len positions: 16 x H x len (the candidates), 16 x len (one head's
+ * window and pooled scores) and one head's pb_kvcache_prefill_workspace_size,
+ * each rounded up to 64. Returns PB_OK; PB_ERR_NULL if group or bytes is
+ * NULL; PB_ERR_TOO_LARGE if len is above UINT32_MAX or the size does not
+ * fit in size_t. No allocation, thread-safe. */
+PB_API pb_status pb_kvcache_group_prefill_workspace_size(
+    const pb_kvcache_group *group, size_t len, size_t *bytes);
+
+/* Compresses a prompt of positions 0 .. len-1 for every head of a fresh
+ * group in one call. Head h's rows are attn + h * head_stride, rows x len
+ * floats row-major as for pb_kvcache_prefill. The layer keeps
+ * min(budget, layer_total) positions (UINT64_MAX: the layer's total): the
+ * victims are chosen as by pb_kvcache_group_evict on the heads fed these
+ * rows (consistent scope), and each head ends exactly as pb_kvcache_prefill
+ * leaves it with its own count.
+ *
+ * kept receives the survivors head by head (ascending within a head; NULL:
+ * not wanted, they stay available from each head's
+ * pb_kvcache_kept_positions), counts[h] head h's survivor count, *n_kept
+ * their sum.
+ * workspace: PB_PREFILL_WORKSPACE_ALIGN-aligned, at least
+ * pb_kvcache_group_prefill_workspace_size bytes, or NULL for the scratch
+ * reserved at create for params.prefill_max_len.
+ *
+ * Returns PB_OK, or, checked in this order, with every head unchanged:
+ *   PB_ERR_NULL      group, attn, counts or n_kept is NULL;
+ *   PB_ERR_PARAM     len 0, rows 0 or above len, the heads have sinks or
+ *                    a scorer other than PB_SCORER_WINDOW, or the
+ *                    workspace is misaligned;
+ *   PB_ERR_TOO_LARGE len above UINT32_MAX or rows x len overflows;
+ *   PB_ERR_PARAM     head_stride below rows x len with more than one head;
+ *   PB_ERR_NOT_FRESH the group observed or evicted since create or reset;
+ *   PB_ERR_WEIGHT    a weight of any head is NaN, infinite or negative;
+ *   PB_ERR_WORKSPACE the workspace is too small (or NULL beyond the
+ *                    reserved length);
+ *   PB_ERR_BUFFER    counts_len < num_heads, or kept is not NULL and
+ *                    kept_cap is below the survivors' total.
+ * No allocation. Not thread-safe on one group. */
+PB_API pb_status pb_kvcache_group_prefill(
+    pb_kvcache_group *group, const float *attn, size_t head_stride,
+    size_t rows, size_t len, uint64_t budget, void *workspace,
+    size_t workspace_bytes, uint32_t *kept, size_t kept_cap, size_t *counts,
+    size_t counts_len, size_t *n_kept);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PYRAMIDKV_PYRAMIDKV_GROUP_H */

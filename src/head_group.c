@@ -1,0 +1,407 @@
+/*
+ * head_group.c - the layer group (docs/spec.md §16): its plan, its one
+ * allocation holding every head's instance and the scratch, the decode step
+ * and the layer-wide evict. The heads are ordinary instances driven through
+ * the public operations; the choice of victims across heads lives in
+ * head_group_select.c, the prefill in head_group_prefill.c.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "allocator.h"
+#include "head_group_internal.h"
+
+#define GROUP_INFO_SIZE_0_2 40u
+#define ALIGN64(n) (((n) + 63u) & ~(size_t)63u)
+
+/* The parts of the one block, in order. */
+typedef struct group_layout {
+    size_t heads, take, cand_n, pos, x, cand, prefill, instances, total;
+    size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
+    size_t prefill_bytes;  /* reserved prefill workspace */
+} group_layout;
+
+/* The resolved plan: the caller's config and params checked and turned
+ * into each head's config and the group's sizes. */
+typedef struct group_plan {
+    pb_kvcache_config head;
+    pb_kvcache_group_params params;
+    pb_kvcache_group_plan_info info;
+} group_plan;
+
+static pb_status read_params(const pb_kvcache_group_params *p,
+                             pb_kvcache_group_params *out) {
+    const pb_kvcache_group_params d = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    *out = d;
+    if (p == NULL) return PB_OK;
+    if (p->struct_size < PB_KVCACHE_GROUP_PARAMS_SIZE_0_2)
+        return PB_ERR_PARAM;
+    const size_t known = sizeof(pb_kvcache_group_params);
+    const size_t given = p->struct_size;
+    if (given > known) {
+        const unsigned char *tail = (const unsigned char *)p + known;
+        for (size_t i = 0; i < given - known; i++)
+            if (tail[i] != 0u) return PB_ERR_PARAM;
+    }
+    memcpy(out, p, given < known ? given : known);
+    out->struct_size = (uint32_t)known;
+    if (out->num_heads == 0u || out->num_heads > PB_KVCACHE_GROUP_MAX_HEADS ||
+        out->floor_permille > 1000u || out->slack == 0u ||
+        out->slack > 65536u)
+        return PB_ERR_PARAM;
+    return PB_OK;
+}
+
+static pb_status make_plan(const pb_kvcache_config *head,
+                           const pb_kvcache_group_params *params,
+                           group_plan *plan) {
+    const pb_kvcache_config dc = PB_KVCACHE_CONFIG_DEFAULT;
+    pb_kvcache_config c = dc;
+    if (head != NULL) {
+        /* The growth rule of docs/abi.md, as pb_kvcache_create reads it. */
+        const size_t known = sizeof c, given = head->struct_size;
+        if (given < 64u) return PB_ERR_PARAM;
+        for (size_t i = known; i < given; i++)
+            if (((const unsigned char *)head)[i] != 0u) return PB_ERR_PARAM;
+        memcpy(&c, head, given < known ? given : known);
+        c.struct_size = (uint32_t)known;
+    }
+    pb_status st;
+    st = read_params(params, &plan->params);
+    if (st != PB_OK) return st;
+    if (c.capacity != 0u || c.prefill_max_len != 0u ||
+        c.prefill_scope != PB_PREFILL_CONSISTENT)
+        return PB_ERR_PARAM;
+    const uint32_t share =
+        c.share != 0u ? c.share
+                      : pb_kvcache_pyramid_budget(c.budget, c.layer,
+                                                  c.num_layers,
+                                                  c.pyramid_ratio);
+    const uint64_t r = c.recent_window;
+    const uint64_t s = share > r ? share : r + 1u;
+    const uint64_t h = plan->params.num_heads;
+    const uint64_t f = (s - r) * plan->params.floor_permille / 1000u;
+    const uint64_t spread = s + (h - 1u) * (s - r - f);
+    const uint64_t guard = r + c.sinks + f;
+    const uint64_t hmax = spread > guard ? spread : guard;
+    const uint64_t cap = hmax + plan->params.slack;
+    if (cap > UINT32_MAX - 1u) return PB_ERR_TOO_LARGE;
+    /* The instance's own target never binds: the group asks each head for
+     * its exact count, which never exceeds what it holds. */
+    c.share = (uint32_t)cap;
+    c.capacity = (uint32_t)cap;
+    /* Every other field as pb_kvcache_create checks it, for the head's
+     * own capacity. */
+    size_t probe = 0;
+    st = pb_kvcache_size(&c, &probe);
+    if (st != PB_OK) return st;
+    plan->head = c;
+    pb_kvcache_group_plan_info *i = &plan->info;
+    i->struct_size = GROUP_INFO_SIZE_0_2;
+    i->num_heads = (uint32_t)h;
+    i->head_share = (uint32_t)s;
+    i->floor = (uint32_t)f;
+    i->head_min = (uint32_t)(r + f);
+    i->head_max = (uint32_t)hmax;
+    i->head_capacity = (uint32_t)cap;
+    i->reserved = 0u;
+    i->layer_total = h * s;
+    return PB_OK;
+}
+
+static size_t add_part(size_t *at, size_t bytes, int *overflow) {
+    const size_t start = *at;
+    const size_t rounded = ALIGN64(bytes);
+    if (rounded < bytes || SIZE_MAX - *at < rounded) *overflow = 1;
+    else *at += rounded;
+    return start;
+}
+
+static pb_status make_layout(const group_plan *plan, group_layout *lay) {
+    const size_t h = plan->info.num_heads;
+    const size_t cap = plan->info.head_capacity;
+    int of = 0;
+    size_t at = ALIGN64(sizeof(pb_kvcache_group));
+    pb_status st = pb_kvcache_size(&plan->head, &lay->head_bytes);
+    if (st != PB_OK) return st;
+    lay->heads = add_part(&at, h * sizeof(pb_kvcache *), &of);
+    lay->take = add_part(&at, h * sizeof(size_t), &of);
+    lay->cand_n = add_part(&at, h * sizeof(size_t), &of);
+    lay->pos = add_part(&at, cap * sizeof(uint32_t), &of);
+    lay->x = add_part(&at, cap * sizeof(double), &of);
+    if (cap > SIZE_MAX / sizeof(pb__group_entry) / h) return PB_ERR_TOO_LARGE;
+    lay->cand = add_part(&at, h * cap * sizeof(pb__group_entry), &of);
+    lay->prefill_bytes = 0;
+    if (plan->params.prefill_max_len != 0u &&
+        pb__group_prefill_bytes(plan->info.num_heads, plan->head.capacity,
+                                plan->head.pool_kernel,
+                                plan->params.prefill_max_len,
+                                &lay->prefill_bytes) != PB_OK)
+        return PB_ERR_TOO_LARGE;
+    lay->prefill = add_part(&at, lay->prefill_bytes, &of);
+    lay->instances = at;
+    for (size_t i = 0; i < h; i++) (void)add_part(&at, lay->head_bytes, &of);
+    if (of) return PB_ERR_TOO_LARGE;
+    lay->total = at;
+    return PB_OK;
+}
+
+static void write_info(const pb_kvcache_group_plan_info *from,
+                       pb_kvcache_group_plan_info *to) {
+    const uint32_t size = to->struct_size;
+    pb_kvcache_group_plan_info tmp = *from;
+    const size_t n = size < sizeof tmp ? size : sizeof tmp;
+    tmp.struct_size = size;
+    memcpy(to, &tmp, n);
+}
+
+pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
+                                const pb_kvcache_group_params *params,
+                                pb_kvcache_group_plan_info *info) {
+    if (info == NULL) return PB_ERR_NULL;
+    if (info->struct_size < GROUP_INFO_SIZE_0_2) return PB_ERR_PARAM;
+    group_plan plan;
+    const pb_status st = make_plan(head, params, &plan);
+    if (st != PB_OK) return st;
+    write_info(&plan.info, info);
+    return PB_OK;
+}
+
+pb_status pb_kvcache_group_size(const pb_kvcache_config *head,
+                                const pb_kvcache_group_params *params,
+                                size_t *bytes) {
+    if (bytes == NULL) return PB_ERR_NULL;
+    group_plan plan;
+    group_layout lay;
+    pb_status st = make_plan(head, params, &plan);
+    if (st == PB_OK) st = make_layout(&plan, &lay);
+    if (st != PB_OK) return st;
+    *bytes = lay.total;
+    return PB_OK;
+}
+
+/* Hands each head its slice of the group's block: create asks for exactly
+ * pb_kvcache_size bytes once; free is a no-op, the group frees the block. */
+typedef struct slice_alloc {
+    unsigned char *next;
+    size_t size;
+} slice_alloc;
+
+static void *slice_take(void *ctx, size_t n) {
+    slice_alloc *s = (slice_alloc *)ctx;
+    if (n != s->size || s->next == NULL) return NULL;
+    void *p = s->next;
+    s->next = NULL;
+    return p;
+}
+
+static void slice_free(void *ctx, void *p, size_t n) {
+    (void)ctx;
+    (void)p;
+    (void)n;
+}
+
+pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
+                                  const pb_kvcache_group_params *params,
+                                  const pb_allocator *allocator,
+                                  pb_kvcache_group **out) {
+    if (out == NULL) return PB_ERR_NULL;
+    *out = NULL;
+    group_plan plan;
+    group_layout lay;
+    pb_status st = make_plan(head, params, &plan);
+    if (st == PB_OK) st = make_layout(&plan, &lay);
+    if (st != PB_OK) return st;
+    pb_allocator a;
+    if (!pb__allocator_of(allocator, &a)) return PB_ERR_PARAM;
+    unsigned char *block = (unsigned char *)a.alloc(a.ctx, lay.total);
+    if (block == NULL) return PB_ERR_NOMEM;
+    memset(block, 0, lay.instances);
+    pb_kvcache_group *g = (pb_kvcache_group *)block;
+    g->allocator = a;
+    g->bytes = lay.total;
+    g->head = plan.head;
+    g->num_heads = plan.info.num_heads;
+    g->head_share = plan.info.head_share;
+    g->floor = plan.info.floor;
+    g->head_max = plan.info.head_max;
+    g->head_capacity = plan.info.head_capacity;
+    g->recent = plan.head.recent_window;
+    g->sinks = plan.head.sinks;
+    g->scorer = plan.head.scorer;
+    g->pool = plan.head.pool;
+    g->pool_kernel = plan.head.pool_kernel;
+    g->obs_window = plan.head.obs_window;
+    g->layer_total = plan.info.layer_total;
+    g->heads = (pb_kvcache **)(block + lay.heads);
+    g->take = (size_t *)(block + lay.take);
+    g->cand_n = (size_t *)(block + lay.cand_n);
+    g->pos_scratch = (uint32_t *)(block + lay.pos);
+    g->x_scratch = (double *)(block + lay.x);
+    g->cand = (pb__group_entry *)(block + lay.cand);
+    g->prefill_ws = lay.prefill_bytes ? block + lay.prefill : NULL;
+    g->prefill_ws_bytes = lay.prefill_bytes;
+    g->prefill_ws_len = plan.params.prefill_max_len;
+    for (uint32_t h = 0; h < g->num_heads; h++) {
+        slice_alloc s = {block + lay.instances +
+                             (size_t)h * ALIGN64(lay.head_bytes),
+                         lay.head_bytes};
+        const pb_allocator sa = {slice_take, slice_free, &s};
+        st = pb_kvcache_create(&g->head, &sa, &g->heads[h]);
+        /* The config passed pb_kvcache_size and the slice has its size. */
+        assert(st == PB_OK);
+        if (st != PB_OK) {
+            a.free(a.ctx, block, lay.total);
+            return st;
+        }
+    }
+    g->last_pos = 0u;
+    g->fresh = 1;
+    *out = g;
+    return PB_OK;
+}
+
+void pb_kvcache_group_destroy(pb_kvcache_group *group) {
+    if (group == NULL) return;
+    const pb_allocator a = group->allocator;
+    a.free(a.ctx, group, group->bytes);
+}
+
+pb_status pb_kvcache_group_info(const pb_kvcache_group *group,
+                                pb_kvcache_group_plan_info *info) {
+    if (group == NULL || info == NULL) return PB_ERR_NULL;
+    if (info->struct_size < GROUP_INFO_SIZE_0_2) return PB_ERR_PARAM;
+    pb_kvcache_group_plan_info i;
+    i.struct_size = GROUP_INFO_SIZE_0_2;
+    i.num_heads = group->num_heads;
+    i.head_share = group->head_share;
+    i.floor = group->floor;
+    i.head_min = group->recent + group->floor;
+    i.head_max = group->head_max;
+    i.head_capacity = group->head_capacity;
+    i.reserved = 0u;
+    i.layer_total = group->layer_total;
+    write_info(&i, info);
+    return PB_OK;
+}
+
+const pb_kvcache *pb_kvcache_group_head(const pb_kvcache_group *group,
+                                        uint32_t h) {
+    if (group == NULL || h >= group->num_heads) return NULL;
+    return group->heads[h];
+}
+
+uint64_t pb_kvcache_group_kept_total(const pb_kvcache_group *group) {
+    if (group == NULL) return 0u;
+    uint64_t t = 0u;
+    for (uint32_t h = 0; h < group->num_heads; h++)
+        t += pb_kvcache_kept_count(group->heads[h]);
+    return t;
+}
+
+size_t pb_kvcache_group_memory_bytes(const pb_kvcache_group *group) {
+    return group == NULL ? 0u : group->bytes;
+}
+
+pb_status pb_kvcache_group_reset(pb_kvcache_group *group) {
+    if (group == NULL) return PB_ERR_NULL;
+    for (uint32_t h = 0; h < group->num_heads; h++) {
+        const pb_status st = pb_kvcache_reset(group->heads[h]);
+        assert(st == PB_OK);
+        (void)st;
+    }
+    group->last_pos = 0u;
+    group->fresh = 1;
+    return PB_OK;
+}
+
+/* A weight is valid when it is finite and not negative (-0.0 is valid),
+ * read by its bits as the instances read it. */
+static int weight_valid(float w) {
+    uint32_t u;
+    memcpy(&u, &w, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return 0;
+    return (u & 0x80000000u) == 0u || (u & 0x7fffffffu) == 0u;
+}
+
+pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
+                                   const float *attn, size_t head_stride,
+                                   const size_t *attn_len) {
+    if (group == NULL || (attn != NULL && attn_len == NULL))
+        return PB_ERR_NULL;
+    if (pos <= group->last_pos) return PB_ERR_POSITION;
+    const uint32_t nh = group->num_heads;
+    if (attn != NULL) {
+        for (uint32_t h = 0; h < nh; h++) {
+            if (attn_len[h] != pb_kvcache_kept_count(group->heads[h]))
+                return PB_ERR_LENGTH;
+            if (nh > 1u && attn_len[h] > head_stride) return PB_ERR_LENGTH;
+        }
+        for (uint32_t h = 0; h < nh; h++) {
+            const float *row = attn + (size_t)h * head_stride;
+            for (size_t i = 0; i < attn_len[h]; i++)
+                if (!weight_valid(row[i])) return PB_ERR_WEIGHT;
+        }
+    }
+    for (uint32_t h = 0; h < nh; h++)
+        if (pb_kvcache_kept_count(group->heads[h]) >=
+            pb_kvcache_capacity(group->heads[h]))
+            return PB_ERR_FULL;
+    for (uint32_t h = 0; h < nh; h++) {
+        const pb_status st = pb_kvcache_observe(
+            group->heads[h], pos,
+            attn != NULL ? attn + (size_t)h * head_stride : NULL,
+            attn != NULL ? attn_len[h] : 0u);
+        assert(st == PB_OK);
+        (void)st;
+    }
+    group->last_pos = pos;
+    group->fresh = 0;
+    return PB_OK;
+}
+
+pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
+                                 uint32_t *victims, size_t victims_cap,
+                                 size_t *counts, size_t counts_len,
+                                 size_t *n_victims) {
+    if (group == NULL || counts == NULL || n_victims == NULL ||
+        (victims == NULL && victims_cap > 0u))
+        return PB_ERR_NULL;
+    const uint32_t nh = group->num_heads;
+    if (counts_len < nh) return PB_ERR_BUFFER;
+    const uint64_t held = pb_kvcache_group_kept_total(group);
+    const uint64_t target =
+        budget < group->layer_total ? budget : group->layer_total;
+    size_t needed = 0;
+    if (held > target) {
+        const uint64_t k64 = held - target;
+        const size_t k = k64 > SIZE_MAX ? SIZE_MAX : (size_t)k64;
+        const size_t stride = group->head_capacity;
+        for (uint32_t h = 0; h < nh; h++)
+            pb__group_peek_lowest(group, h, k, group->cand + h * stride,
+                                  &group->cand_n[h]);
+        needed = pb__group_merge(group->cand, stride, group->cand_n, nh, k,
+                                 group->take);
+    }
+    if (needed > victims_cap) {
+        *n_victims = needed;
+        return PB_ERR_BUFFER;
+    }
+    size_t at = 0;
+    for (uint32_t h = 0; h < nh; h++) {
+        const size_t take = needed ? group->take[h] : 0u;
+        counts[h] = take;
+        if (take == 0u) continue;
+        const size_t kept = pb_kvcache_kept_count(group->heads[h]);
+        size_t n = 0;
+        const pb_status st =
+            pb_kvcache_evict(group->heads[h], (uint32_t)(kept - take),
+                             victims + at, take, &n);
+        assert(st == PB_OK && n == take);
+        (void)st;
+        at += n;
+    }
+    if (needed) group->fresh = 0;
+    *n_victims = at;
+    return PB_OK;
+}

@@ -1,0 +1,88 @@
+/*
+ * head_group_internal.h - the layer group's record and the selection it
+ * shares between decode evict and prefill (internal). It owns nothing of
+ * the per-head engine: a group drives its heads through the public
+ * operations of pyramidkv.h, and reads their ranking keys through one
+ * function, pb__group_peek_lowest, which a faster engine query can replace.
+ */
+#ifndef PB_SRC_HEAD_GROUP_INTERNAL_H
+#define PB_SRC_HEAD_GROUP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pyramidkv/pyramidkv.h"
+
+/* One candidate victim: its ranking key under its head's scorer and its
+ * position. Ordered by key, then position (pb__group_entry_less). */
+typedef struct pb__group_entry {
+    double key;
+    uint32_t pos;
+    uint32_t pad_;
+} pb__group_entry;
+
+struct pb_kvcache_group {
+    pb_allocator allocator;
+    size_t bytes;           /* the one block, as allocated */
+    pb_kvcache_config head; /* each head's configuration, as created */
+    uint32_t num_heads;
+    uint32_t head_share;    /* S */
+    uint32_t floor;         /* f */
+    uint32_t head_max;
+    uint32_t head_capacity;
+    uint32_t recent;        /* recent_window */
+    uint32_t sinks;
+    uint32_t scorer;
+    uint32_t pool;
+    uint32_t pool_kernel;
+    uint32_t obs_window;
+    uint32_t last_pos;      /* the newest position admitted */
+    int fresh;              /* no step, evict or prefill since reset */
+    uint64_t layer_total;   /* T */
+    pb_kvcache **heads;     /* [num_heads] */
+    size_t *take;           /* [num_heads] victims per head (scratch) */
+    size_t *cand_n;         /* [num_heads] candidates listed per head */
+    uint32_t *pos_scratch;  /* [head_capacity] held positions of one head */
+    double *x_scratch;      /* [head_capacity] scores of one head */
+    pb__group_entry *cand;  /* [num_heads * head_capacity] candidates */
+    void *prefill_ws;       /* reserved prefill workspace, or NULL */
+    size_t prefill_ws_bytes;
+    size_t prefill_ws_len;  /* the prompt length it was sized for */
+};
+
+/* a < b: lower key, then lower position. */
+static inline int pb__group_entry_less(const pb__group_entry *a,
+                                       const pb__group_entry *b) {
+    return a->key < b->key || (a->key == b->key && a->pos < b->pos);
+}
+
+/* Head h's `want` lowest-ranked candidates (evictable positions but its
+ * floor best-ranked ones), ascending, to out[0 .. *n_out-1]; at most
+ * `want`. Uses the group's pos and x scratch. Read-only on the head. */
+void pb__group_peek_lowest(const pb_kvcache_group *group, uint32_t h,
+                           size_t want, pb__group_entry *out, size_t *n_out);
+
+/* The ranking keys of ranks first .. end-1 from the scores x[0 .. n-1] of
+ * every held rank (positions pos[]), pooled for the window scorer, and the
+ * `want` lowest of them, floor excepted, as pb__group_peek_lowest. */
+void pb__group_lowest_of(const pb_kvcache_group *group, const double *x,
+                         const uint32_t *pos, size_t n, size_t first,
+                         size_t end, size_t want, pb__group_entry *out,
+                         size_t *n_out);
+
+/* Merges the per-head ascending lists lists[h * stride ..] of cand_n[h]
+ * entries: the k lowest by (key, position, head) are taken; take[h] gets
+ * how many of head h's. Returns their total (< k when the lists run
+ * out). */
+size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
+                       const size_t *cand_n, uint32_t num_heads, size_t k,
+                       size_t *take);
+
+/* The bytes of prefill workspace for a prompt of len positions
+ * (pb_kvcache_group_prefill_workspace_size), from the plan alone.
+ * PB_ERR_TOO_LARGE if it does not fit in size_t. */
+pb_status pb__group_prefill_bytes(uint32_t num_heads, uint32_t capacity,
+                                  uint32_t pool_kernel, size_t len,
+                                  size_t *bytes);
+
+#endif /* PB_SRC_HEAD_GROUP_INTERNAL_H */

@@ -1,0 +1,161 @@
+/*
+ * head_group_prefill.c - a layer group's prefill (docs/spec.md §16.4): every
+ * head's window scores computed from its rows as the decode steps of
+ * docs/spec.md §7.1 would leave them, the victims chosen across heads as a
+ * group evict chooses them, then each head compressed by its own
+ * pb_kvcache_prefill with its exact count.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "head_group_internal.h"
+
+#define ALIGN64(n) (((n) + 63u) & ~(size_t)63u)
+
+/* docs/spec.md §7.5 for an instance of this capacity and kernel. */
+static size_t head_workspace(uint32_t capacity, uint32_t pool_kernel,
+                             size_t len) {
+    size_t b = 8u * len + 8u * (len / 4u);
+    if (pool_kernel > 1u && capacity < pool_kernel && capacity < len)
+        b += 16u * (pool_kernel < len ? pool_kernel : len);
+    return b;
+}
+
+pb_status pb__group_prefill_bytes(uint32_t num_heads, uint32_t capacity,
+                                  uint32_t pool_kernel, size_t len,
+                                  size_t *bytes) {
+    if (len > UINT32_MAX || len > SIZE_MAX / 64u / num_heads)
+        return PB_ERR_TOO_LARGE;
+    const size_t cand = ALIGN64(16u * (size_t)num_heads * len);
+    const size_t one = ALIGN64(16u * len);
+    const size_t ws = ALIGN64(head_workspace(capacity, pool_kernel, len));
+    if (SIZE_MAX - cand < one || SIZE_MAX - cand - one < ws)
+        return PB_ERR_TOO_LARGE;
+    *bytes = cand + one + ws;
+    return PB_OK;
+}
+
+pb_status pb_kvcache_group_prefill_workspace_size(
+    const pb_kvcache_group *group, size_t len, size_t *bytes) {
+    if (group == NULL || bytes == NULL) return PB_ERR_NULL;
+    size_t b = 0;
+    const pb_status st = pb__group_prefill_bytes(
+        group->num_heads, group->head_capacity, group->pool_kernel, len, &b);
+    if (st != PB_OK) return st;
+    *bytes = b;
+    return PB_OK;
+}
+
+static int weight_valid(float w) {
+    uint32_t u;
+    memcpy(&u, &w, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return 0;
+    return (u & 0x80000000u) == 0u || (u & 0x7fffffffu) == 0u;
+}
+
+/* The window score of every position 0 .. len-1 after the rows as decode
+ * steps: slot t holds the latest observed step m = t (mod obs_window), whose
+ * row j = m + skip observes p < q_j; the sum runs in slot order. */
+static void window_scores(const float *rows_attn, size_t rows, size_t len,
+                          uint32_t obs_window, double *x, uint32_t *pos) {
+    const size_t skip = rows == len ? 1u : 0u;
+    const size_t steps = rows - skip;
+    for (size_t p = 0; p < len; p++) {
+        double sum = 0.0;
+        for (size_t t = 0; t < obs_window && t < steps; t++) {
+            const size_t m = t + (size_t)obs_window * ((steps - 1u - t) /
+                                                      obs_window);
+            const size_t j = m + skip;
+            const size_t q = len - rows + j;
+            const float e = p < q ? rows_attn[j * len + p] : 0.0f;
+            sum += (double)e;
+        }
+        x[p] = sum;
+        pos[p] = (uint32_t)p;
+    }
+}
+
+pb_status pb_kvcache_group_prefill(
+    pb_kvcache_group *group, const float *attn, size_t head_stride,
+    size_t rows, size_t len, uint64_t budget, void *workspace,
+    size_t workspace_bytes, uint32_t *kept, size_t kept_cap, size_t *counts,
+    size_t counts_len, size_t *n_kept) {
+    if (group == NULL || attn == NULL || counts == NULL || n_kept == NULL)
+        return PB_ERR_NULL;
+    const uint32_t nh = group->num_heads;
+    if (len == 0u || rows == 0u || rows > len ||
+        group->scorer != PB_SCORER_WINDOW || group->sinks != 0u ||
+        (workspace != NULL &&
+         ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN) != 0u))
+        return PB_ERR_PARAM;
+    if (len > UINT32_MAX || rows > SIZE_MAX / len) return PB_ERR_TOO_LARGE;
+    if (nh > 1u && head_stride < rows * len) return PB_ERR_PARAM;
+    if (!group->fresh) return PB_ERR_NOT_FRESH;
+    for (uint32_t h = 0; h < nh; h++) {
+        const float *a = attn + (size_t)h * head_stride;
+        for (size_t i = 0; i < rows * len; i++)
+            if (!weight_valid(a[i])) return PB_ERR_WEIGHT;
+    }
+    size_t need = 0;
+    if (pb__group_prefill_bytes(nh, group->head_capacity, group->pool_kernel,
+                                len, &need) != PB_OK)
+        return PB_ERR_TOO_LARGE;
+    unsigned char *ws = (unsigned char *)workspace;
+    if (ws == NULL) {
+        if (group->prefill_ws == NULL || len > group->prefill_ws_len)
+            return PB_ERR_WORKSPACE;
+        ws = (unsigned char *)group->prefill_ws;
+    } else if (workspace_bytes < need) {
+        return PB_ERR_WORKSPACE;
+    }
+    if (counts_len < nh) return PB_ERR_BUFFER;
+
+    pb__group_entry *cand = (pb__group_entry *)ws;
+    const size_t cand_bytes = ALIGN64(16u * (size_t)nh * len);
+    double *x = (double *)(ws + cand_bytes);
+    uint32_t *pos = (uint32_t *)(ws + cand_bytes + 8u * len);
+    unsigned char *head_ws = ws + cand_bytes + ALIGN64(16u * len);
+    const size_t head_ws_bytes =
+        ALIGN64(head_workspace(group->head_capacity, group->pool_kernel, len));
+
+    const uint64_t held = (uint64_t)nh * len;
+    const uint64_t target =
+        budget < group->layer_total ? budget : group->layer_total;
+    size_t taken = 0;
+    if (held > target) {
+        const uint64_t k64 = held - target;
+        const size_t k = k64 > SIZE_MAX ? SIZE_MAX : (size_t)k64;
+        const size_t r = group->recent < len ? group->recent : len;
+        for (uint32_t h = 0; h < nh; h++) {
+            window_scores(attn + (size_t)h * head_stride, rows, len,
+                          group->obs_window, x, pos);
+            pb__group_lowest_of(group, x, pos, len, 0u, len - r, k,
+                                cand + (size_t)h * len, &group->cand_n[h]);
+        }
+        taken = pb__group_merge(cand, len, group->cand_n, nh, k, group->take);
+    }
+    if (taken == 0u)
+        for (uint32_t h = 0; h < nh; h++) group->take[h] = 0u;
+    const size_t survivors = (size_t)held - taken;
+    if (kept != NULL && kept_cap < survivors) return PB_ERR_BUFFER;
+
+    size_t at = 0;
+    for (uint32_t h = 0; h < nh; h++) {
+        const size_t keep = len - group->take[h];
+        size_t n = 0;
+        const pb_status st = pb_kvcache_prefill(
+            group->heads[h], attn + (size_t)h * head_stride, rows, len,
+            (uint32_t)keep, head_ws, head_ws_bytes,
+            kept != NULL ? kept + at : NULL, kept != NULL ? kept_cap - at : 0u,
+            NULL, 0u, &n);
+        /* Every input was checked above; the head keeps exactly its count. */
+        assert(st == PB_OK && n == keep);
+        (void)st;
+        counts[h] = n;
+        at += n;
+    }
+    group->fresh = 0;
+    group->last_pos = (uint32_t)(len - 1u);
+    *n_kept = at;
+    return PB_OK;
+}

@@ -1,0 +1,145 @@
+/*
+ * head_group_select.c - the choice of victims across a layer's heads
+ * (docs/spec.md §16.3): each head's ranking keys read back from its
+ * instance, the lowest candidates of each head (its floor excepted) and
+ * their merge by key, position and head index. It changes no instance; the
+ * group then asks each head's own evict for its exact count.
+ */
+#include <assert.h>
+
+#include "head_group_internal.h"
+
+/* The key rank i is ranked by: pooled window score, the scorer's score, or
+ * the position itself (no scorer: the oldest go first). */
+static double key_of(const pb_kvcache_group *g, const double *x,
+                     const uint32_t *pos, size_t n, size_t i) {
+    if (g->scorer == PB_SCORER_NONE) return (double)pos[i];
+    if (g->scorer != PB_SCORER_WINDOW || g->pool_kernel == 1u) {
+        if (g->scorer == PB_SCORER_WINDOW && g->pool == PB_POOL_AVG)
+            return x[i] / 1.0;
+        return x[i];
+    }
+    const size_t half = (g->pool_kernel - 1u) / 2u;
+    const size_t lo = i > half ? i - half : 0u;
+    const size_t hi = n - 1u - i > half ? i + half : n - 1u;
+    if (g->pool == PB_POOL_MAX) {
+        double m = x[lo];
+        for (size_t j = lo + 1u; j <= hi; j++)
+            if (x[j] > m) m = x[j];
+        return m;
+    }
+    double sum = 0.0;
+    for (size_t j = lo; j <= hi; j++) sum += x[j];
+    return sum / (double)g->pool_kernel;
+}
+
+/* Max-heap on pb__group_entry_less: the root is the worst kept so far. */
+static void sift_down(pb__group_entry *h, size_t n, size_t i) {
+    for (;;) {
+        size_t big = i;
+        const size_t l = 2u * i + 1u, r = l + 1u;
+        if (l < n && pb__group_entry_less(&h[big], &h[l])) big = l;
+        if (r < n && pb__group_entry_less(&h[big], &h[r])) big = r;
+        if (big == i) return;
+        const pb__group_entry t = h[i];
+        h[i] = h[big];
+        h[big] = t;
+        i = big;
+    }
+}
+
+static void sift_up(pb__group_entry *h, size_t i) {
+    while (i > 0u) {
+        const size_t p = (i - 1u) / 2u;
+        if (!pb__group_entry_less(&h[p], &h[i])) return;
+        const pb__group_entry t = h[i];
+        h[i] = h[p];
+        h[p] = t;
+        i = p;
+    }
+}
+
+void pb__group_lowest_of(const pb_kvcache_group *g, const double *x,
+                         const uint32_t *pos, size_t n, size_t first,
+                         size_t end, size_t want, pb__group_entry *out,
+                         size_t *n_out) {
+    const size_t evictable = end > first ? end - first : 0u;
+    const size_t cands = evictable > g->floor ? evictable - g->floor : 0u;
+    const size_t w = want < cands ? want : cands;
+    size_t m = 0;
+    if (w > 0u) {
+        for (size_t i = first; i < end; i++) {
+            pb__group_entry e;
+            e.key = key_of(g, x, pos, n, i);
+            e.pos = pos[i];
+            e.pad_ = 0u;
+            if (m < w) {
+                out[m] = e;
+                sift_up(out, m);
+                m++;
+            } else if (pb__group_entry_less(&e, &out[0])) {
+                out[0] = e;
+                sift_down(out, m, 0u);
+            }
+        }
+        /* Heap sort: the largest to the end, so out ascends. */
+        for (size_t k = m; k > 1u; k--) {
+            const pb__group_entry t = out[0];
+            out[0] = out[k - 1u];
+            out[k - 1u] = t;
+            sift_down(out, k - 1u, 0u);
+        }
+    }
+    *n_out = m;
+}
+
+void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
+                           size_t want, pb__group_entry *out, size_t *n_out) {
+    const pb_kvcache *head = g->heads[h];
+    size_t n = 0;
+    pb_status st = pb_kvcache_kept_positions(head, g->pos_scratch,
+                                             g->head_capacity, &n);
+    assert(st == PB_OK);
+    for (size_t i = 0; i < n; i++) {
+        st = pb_kvcache_score(head, g->pos_scratch[i], &g->x_scratch[i]);
+        assert(st == PB_OK);
+    }
+    (void)st;
+    size_t r = g->recent < n ? g->recent : n;
+    if (g->scorer == PB_SCORER_LAST) {
+        /* Unobserved positions (score -1) are the newest; protected. */
+        size_t unobserved = 0;
+        while (unobserved < n && g->x_scratch[n - 1u - unobserved] == -1.0)
+            unobserved++;
+        if (unobserved > r) r = unobserved;
+    }
+    const size_t end = n - r;
+    const size_t s = pb_kvcache_sink_count(head);
+    const size_t first = s < end ? s : end;
+    pb__group_lowest_of(g, g->x_scratch, g->pos_scratch, n, first, end, want,
+                        out, n_out);
+}
+
+size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
+                       const size_t *cand_n, uint32_t num_heads, size_t k,
+                       size_t *take) {
+    for (uint32_t h = 0; h < num_heads; h++) take[h] = 0u;
+    size_t total = 0;
+    while (total < k) {
+        uint32_t best = num_heads;
+        const pb__group_entry *be = NULL;
+        for (uint32_t h = 0; h < num_heads; h++) {
+            if (take[h] >= cand_n[h]) continue;
+            const pb__group_entry *e = &lists[h * stride + take[h]];
+            /* Equal key and position: the lower head (met first) wins. */
+            if (be == NULL || pb__group_entry_less(e, be)) {
+                be = e;
+                best = h;
+            }
+        }
+        if (be == NULL) break;
+        take[best]++;
+        total++;
+    }
+    return total;
+}
