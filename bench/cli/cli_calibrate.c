@@ -2,12 +2,15 @@
  * cli_calibrate.c - `pyramidkv calibrate TRACE`: the model's per-layer
  * attention profile from a trace file (entropy, support, k for 50/90/99 %
  * of the mass), the schedule derived from it, and, at the user's average
- * budget, the retained attention mass of every schedule measured by running
- * prefill compression (the paper's selection) on the recorded window rows
- * at equal total memory, best first, with a one-line recommendation.
+ * budget, every schedule under both head modes (per-head uniform,
+ * head-adaptive) measured by running prefill compression (the paper's
+ * selection) on the recorded window rows at equal total memory: the
+ * heavy-hitter recall and retained mass per (layer, KV head), best first by
+ * recall, with a one-line recommendation.
  * --plot draws the entropy profile and the shares with gnuplot.
  *
- * Owns the flags, the measurement loop and the output. Three passes over
+ * Owns the flags, the profile and the output; the measuring pass is
+ * cli_calibrate_measure.c's. Three passes over
  * the file (scan, profile, compression); nothing is printed before the last
  * one has read the whole file, so a malformed trace gives one error line
  * and no output.
@@ -64,15 +67,20 @@ static void help(FILE *out) {
         "   schedule, counted as the positions the layers hold: a layer holds\n"
         "   at least window + 1 whatever its share; a schedule whose held total\n"
         "   at B exceeds layers x B, as kvfactory's and taper's can, runs at the\n"
-        "   largest budget that fits, shown in the budget column), each prefill\n"
-        "   record is compressed with the paper's selection (window = its rows,\n"
-        "   pooling 7, max) to its layer's share, and the attention mass of its\n"
-        "   window rows on the kept positions is measured; per layer the mean\n"
-        "   over its records, overall the mean over layers. Schedules\n"
-        "   (docs/spec.md §12): uniform, arithmetic:2, :4, :8, kvfactory and\n"
-        "   kvfactory-balanced (window = the record's rows, q = the prompt),\n"
-        "   taper, curve:4, and profile (the weights of step 2, each layer at\n"
-        "   least window + 1). Best first, then a one-line recommendation.\n"
+        "   largest budget that fits, shown in the budget column), every\n"
+        "   schedule under two head modes: uniform (each KV head keeps the\n"
+        "   layer's share) and adaptive (the layer's KV heads share one pool,\n"
+        "   Ada-KV, docs/head_adaptive.md). One prompt's records of a layer are\n"
+        "   compressed together with the paper's selection (window = their\n"
+        "   rows, pooling 7, max); per (layer, KV head): recall, the share of\n"
+        "   its 32 heavy hitters (the positions before the window its rows\n"
+        "   attend to most) kept, and mass, the share of its window rows'\n"
+        "   attention on the kept positions. Schedules (docs/spec.md §12):\n"
+        "   uniform, arithmetic:2, :4, :8, kvfactory and kvfactory-balanced\n"
+        "   (window = the record's rows, q = the prompt), taper, curve:4, and\n"
+        "   profile (the weights of step 2, each layer at least window + 1).\n"
+        "   Best first by the mean recall over (layer, KV head), then a\n"
+        "   one-line recommendation.\n"
         "\n"
         "options:\n"
         "  --budget B      average positions per layer, 1 .. 4294967295\n"
