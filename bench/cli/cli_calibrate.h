@@ -49,7 +49,8 @@ typedef struct cal_sched {
  * every position they see - is added to mass_sum[layer] and
  * head_sum[layer * kv_heads + head], and its heavy-hitter recall - the
  * share of its PB_CAL_TOP_K heavy hitters kept - to recall_sum[layer *
- * kv_heads + head]. records[layer * kv_heads + head] counts the records. Returns 0, or -1 with a message. */
+ * kv_heads + head]. records[layer * kv_heads + head] counts the records.
+ * Returns 0, or -1 with a message. */
 int pb_cli_calibrate_measure(const char *path, const pb_cli_scan *scan,
                              cal_sched *sc, size_t n_sched,
                              uint64_t *records, char *err, size_t err_len);

@@ -53,7 +53,8 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--text")) text_path = v;
-        else if (!strcmp(a, "--prompts") && num && n >= 1 && n <= 100000) prompts = n;
+        else if (!strcmp(a, "--prompts") && num && n >= 1 && n <= 100000)
+            prompts = n;
         else if (!strcmp(a, "--ctx") && num) ctx = n;
         else if (!strcmp(a, "--obs") && num && n >= 1) obs = n;
         else if (!strcmp(a, "--seed") && num) seed = n;

@@ -55,7 +55,8 @@ static void make_rows(void) {
                     for (uint32_t i = 0; i < LEN; ++i) {
                         s = s * 6364136223846793005ull + 1442695040888963407ull;
                         const double u = (double)(s >> 11) / 9007199254740992.0;
-                        row[i] = i < seen ? (float)exp(temp * 4.0 * u * u) : 0.0f;
+                        row[i] =
+                            i < seen ? (float)exp(temp * 4.0 * u * u) : 0.0f;
                         z += row[i];
                     }
                     for (uint32_t i = 0; i < seen; ++i)
@@ -83,7 +84,8 @@ static void write_trace(const char *path) {
                 rec.rows = ROWS;
                 rec.length = LEN;
                 assert_int_equal(
-                    pb_tr_writer_add(w, &rec, att[p][l][h], err, sizeof err), 0);
+                    pb_tr_writer_add(w, &rec, att[p][l][h], err, sizeof err),
+                    0);
             }
     assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
 }
