@@ -1,8 +1,8 @@
 /*
  * cli_bench.h - what the two halves of `pyramidkv bench` share: the options,
- * the per-trace results, and the table helpers. cli_bench.c owns the flags,
- * the ratio comparison and the output; cli_bench_schedule.c the schedule
- * comparison (--schedule).
+ * the per-trace results, and the table helpers. cli_bench.c owns the flags
+ * and the runs, cli_bench_output.c the output (JSON, tables, reading),
+ * cli_bench_schedule.c the schedule comparison (--schedule).
  */
 #ifndef PB_CLI_BENCH_H
 #define PB_CLI_BENCH_H
@@ -105,5 +105,19 @@ int pb_cli_bench_schedule_table(const bench_opts *o, const trace_run *runs,
                                 size_t n_runs);
 void pb_cli_bench_schedule_reading(const bench_opts *o, const trace_run *runs,
                                    size_t n_runs);
+
+/* Output (cli_bench_output.c) */
+
+/* The JSON document of the runs on stdout: 0, or 1 if out of memory. */
+int pb_cli_bench_print_json(const bench_opts *o, const trace_run *runs,
+                            size_t n);
+
+/* The comparison table, its one-line reading, and the per-layer table. */
+void pb_cli_bench_print_table(const bench_opts *o, const trace_run *runs,
+                              size_t n_runs);
+void pb_cli_bench_print_reading(const bench_opts *o, const trace_run *runs,
+                                size_t n_runs);
+void pb_cli_bench_print_per_layer(const bench_opts *o, const trace_run *runs,
+                                  size_t n_runs);
 
 #endif /* PB_CLI_BENCH_H */

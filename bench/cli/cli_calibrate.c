@@ -2,12 +2,15 @@
  * cli_calibrate.c - `pyramidkv calibrate TRACE`: the model's per-layer
  * attention profile from a trace file (entropy, support, k for 50/90/99 %
  * of the mass), the schedule derived from it, and, at the user's average
- * budget, the retained attention mass of every schedule measured by running
- * prefill compression (the paper's selection) on the recorded window rows
- * at equal total memory, best first, with a one-line recommendation.
+ * budget, every schedule under both head modes (per-head uniform,
+ * head-adaptive) measured by running prefill compression (the paper's
+ * selection) on the recorded window rows at equal total memory: the
+ * heavy-hitter recall and retained mass per (layer, KV head), best first by
+ * recall, with a one-line recommendation.
  * --plot draws the entropy profile and the shares with gnuplot.
  *
- * Owns the flags, the measurement loop and the output. Three passes over
+ * Owns the flags, the profile and the output; the measuring pass is
+ * cli_calibrate_measure.c's. Three passes over
  * the file (scan, profile, compression); nothing is printed before the last
  * one has read the whole file, so a malformed trace gives one error line
  * and no output.
@@ -22,6 +25,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli_calibrate.h"
 #include "cli_commands.h"
 #include "cli_options.h"
 #include "cli_trace_common.h"
@@ -29,7 +33,7 @@
 #include "trace_io.h"
 
 #define MAX_SCHED 16u
-#define POOL_KERNEL 7u
+#define MAX_ALLOC (2u * MAX_SCHED)
 
 typedef struct cal_opts {
     pb_cli_trace_args t; /* TRACE, --json, --per-layer */
@@ -37,17 +41,6 @@ typedef struct cal_opts {
     uint32_t budget, fraction_ppm, floor_w;
     int have_budget, have_floor;
 } cal_opts;
-
-typedef struct cal_sched {
-    pb_cli_sched s;
-    uint32_t *shares;
-    double *mass_sum;  /* per layer, over its prefill records */
-    uint64_t total;    /* the shares' sum */
-    uint64_t held;     /* the positions held: max(share, window + 1) each */
-    uint32_t used;     /* the budget the schedule ran at (equal memory) */
-    double mass;       /* mean over measured layers */
-    uint32_t measured; /* layers with a prefill record */
-} cal_sched;
 
 typedef struct cal_layer {
     uint64_t rows, records;
@@ -74,15 +67,20 @@ static void help(FILE *out) {
         "   schedule, counted as the positions the layers hold: a layer holds\n"
         "   at least window + 1 whatever its share; a schedule whose held total\n"
         "   at B exceeds layers x B, as kvfactory's and taper's can, runs at the\n"
-        "   largest budget that fits, shown in the budget column), each prefill\n"
-        "   record is compressed with the paper's selection (window = its rows,\n"
-        "   pooling 7, max) to its layer's share, and the attention mass of its\n"
-        "   window rows on the kept positions is measured; per layer the mean\n"
-        "   over its records, overall the mean over layers. Schedules\n"
-        "   (docs/spec.md §12): uniform, arithmetic:2, :4, :8, kvfactory and\n"
-        "   kvfactory-balanced (window = the record's rows, q = the prompt),\n"
-        "   taper, curve:4, and profile (the weights of step 2, each layer at\n"
-        "   least window + 1). Best first, then a one-line recommendation.\n"
+        "   largest budget that fits, shown in the budget column), every\n"
+        "   schedule under two head modes: uniform (each KV head keeps the\n"
+        "   layer's share) and adaptive (the layer's KV heads share one pool,\n"
+        "   Ada-KV, docs/head_adaptive.md). One prompt's records of a layer are\n"
+        "   compressed together with the paper's selection (window = their\n"
+        "   rows, pooling 7, max); per (layer, KV head): recall, the share of\n"
+        "   its 32 heavy hitters (the positions before the window its rows\n"
+        "   attend to most) kept, and mass, the share of its window rows'\n"
+        "   attention on the kept positions. Schedules (docs/spec.md §12):\n"
+        "   uniform, arithmetic:2, :4, :8, kvfactory and kvfactory-balanced\n"
+        "   (window = the record's rows, q = the prompt), taper, curve:4, and\n"
+        "   profile (the weights of step 2, each layer at least window + 1).\n"
+        "   Best first by the mean recall over (layer, KV head), then a\n"
+        "   one-line recommendation.\n"
         "\n"
         "options:\n"
         "  --budget B      average positions per layer, 1 .. 4294967295\n"
@@ -146,85 +144,50 @@ static int parse(int argc, char **argv, cal_opts *o) {
     return 0;
 }
 
-/* The retained mass of one prefill record compressed to `share`: the
- * paper's selection with the record's rows as the window. Returns 0 with
- * *mass, or -1 with a message. */
-static int compress_mass(const pb_tr_record *rec, const float *v,
-                         uint32_t share, uint32_t *kept, double *mass,
-                         char *err, size_t err_len) {
-    pb_kvcache_pyramidkv_params p = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
-    p.recent_window = rec->rows;
-    p.obs_window = rec->rows;
-    p.pool_kernel = POOL_KERNEL;
-    p.num_layers = 1u;
-    p.pyramid_ratio = 1u;
-    p.budget = share > rec->rows ? share : rec->rows + 1u;
-    pb_kvcache_options opt = PB_KVCACHE_OPTIONS_DEFAULT;
-    opt.prefill_scope = PB_PREFILL_REFERENCE;
-    opt.prefill_max_len = rec->length;
-    pb_kvcache *kv = NULL;
-    pb_status st = pb_kvcache_pyramidkv_create(&p, &opt, NULL, &kv);
-    size_t n_kept = 0;
-    if (st == PB_OK)
-        st = pb_kvcache_prefill(kv, v, rec->rows, rec->length, share, NULL, 0,
-                                kept, rec->length, NULL, 0, &n_kept);
-    pb_kvcache_destroy(kv);
-    if (st != PB_OK) {
-        snprintf(err, err_len, "record %llu: prefill compression: %s",
-                 (unsigned long long)rec->index, pb_status_str(st));
-        return -1;
-    }
-    double held = 0.0, all = 0.0;
-    for (uint32_t j = 0; j < rec->rows; ++j) {
-        const float *row = v + (size_t)j * rec->length;
-        const size_t seen = (size_t)rec->query + j + 1u;
-        for (size_t i = 0; i < seen; ++i) all += row[i];
-        for (size_t i = 0; i < n_kept && kept[i] < seen; ++i)
-            held += row[kept[i]];
-    }
-    *mass = all > 0.0 ? held / all : 1.0;
-    return 0;
-}
-
-/* Pass 3: every prefill record under every schedule. */
-static int measure(const char *path, cal_sched *sc, size_t n_sched,
-                   const pb_cli_scan *scan, uint64_t *layer_records,
-                   char *err, size_t err_len) {
-    uint32_t *kept = (uint32_t *)malloc((size_t)scan->max_len * sizeof *kept);
-    pb_tr_reader *r = NULL;
-    if (kept == NULL || pb_tr_reader_open_file(path, &r, err, err_len) != 0) {
-        if (kept == NULL) snprintf(err, err_len, "out of memory");
-        free(kept);
-        return -1;
-    }
-    pb_tr_record rec;
-    const float *v;
-    int got;
-    while ((got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
-        if (rec.kind != PB_TR_PREFILL) continue;
-        layer_records[rec.layer] += 1u;
-        for (size_t s = 0; s < n_sched && got == 1; ++s) {
-            double m = 0.0;
-            if (compress_mass(&rec, v, sc[s].shares[rec.layer], kept, &m, err,
-                              err_len) != 0)
-                got = -1;
-            sc[s].mass_sum[rec.layer] += m;
-        }
-        if (got < 0) break;
-    }
-    pb_tr_reader_close(r);
-    free(kept);
-    return got < 0 ? -1 : 0;
-}
-
 static const char *shape_of(const uint32_t *shares, uint32_t layers) {
     if (layers < 2u || shares[0] == shares[layers - 1u]) return "uniform";
     return shares[0] > shares[layers - 1u] ? "funnel" : "inverted";
 }
 
+/* The allocation's overall figures, each (layer, KV head) with a record
+ * weighing the same: mass and recall, the means of its mean retained mass
+ * and heavy-hitter recall; worst, its lowest mean recall (the first in
+ * layer, head order on a tie). */
+static void summarise(cal_sched *s, const uint64_t *recs, uint32_t L,
+                      uint32_t H) {
+    double mass = 0.0, recall = 0.0;
+    uint32_t n = 0;
+    s->worst = 2.0;
+    for (uint32_t l = 0; l < L; ++l)
+        for (uint32_t h = 0; h < H; ++h) {
+            const size_t i = (size_t)l * H + h;
+            if (recs[i] == 0u) continue;
+            const double r = s->recall_sum[i] / (double)recs[i];
+            mass += s->head_sum[i] / (double)recs[i];
+            recall += r;
+            n += 1u;
+            if (r < s->worst) {
+                s->worst = r;
+                s->worst_layer = l;
+                s->worst_head = h;
+            }
+        }
+    s->mass = n ? mass / n : 0.0;
+    s->recall = n ? recall / n : 0.0;
+    if (n == 0u) s->worst = 0.0;
+}
+
+static const char *heads_name(int heads) {
+    return heads == PB_CAL_HEADS_ADAPTIVE ? "adaptive" : "uniform";
+}
+
+/* Best first: the higher recall, then the higher mass, then head-uniform
+ * before adaptive, then the name. */
 static int cmp_sched(const void *a, const void *b) {
     const cal_sched *x = (const cal_sched *)a, *y = (const cal_sched *)b;
+    if (x->recall != y->recall) return x->recall > y->recall ? -1 : 1;
     if (x->mass != y->mass) return x->mass > y->mass ? -1 : 1;
+    if (x->heads != y->heads) return x->heads < y->heads ? -1 : 1;
     return strcmp(x->s.name, y->s.name);
 }
 
@@ -254,28 +217,43 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
     printf("\nprofile weights: k%u floored at %u; best-fitting arithmetic "
            "ratio %u (%s profile)\n\n", o->fraction_ppm / 10000u, o->floor_w,
            fit, shape_of(weights, L));
-    printf("retained attention mass of the window rows at budget %u per layer "
-           "(prefill compression, equal total memory: held positions, each "
-           "layer at least %u), best first\n",
-           o->budget, scan->max_window + 1u);
-    printf("%-18s %7s %8s %8s %7s %7s %8s %9s\n", "schedule", "budget",
-           "shares", "held", "first", "last", "shape", "mass");
-    for (size_t s = 0; s < n_sched; ++s)
-        printf("%-18s %7u %8llu %8llu %7u %7u %8s %9.6f\n", sc[s].s.name,
-               sc[s].used, (unsigned long long)sc[s].total,
+    printf("each (layer, KV head) at budget %u per layer, prefill "
+           "compression, equal total memory (held positions, each head at "
+           "least %u); heads: uniform = every KV head keeps the layer's "
+           "share, adaptive = the layer's KV heads share one pool; recall = "
+           "heavy hitters kept (the top %u positions before the window by "
+           "its attention), mass = window attention kept, both means over "
+           "(layer, KV head); worst = the lowest head's recall, at "
+           "layer.head; best first by recall\n",
+           o->budget, scan->max_window + 1u, PB_CAL_TOP_K);
+    printf("%-18s %-8s %6s %7s %7s %6s %6s %8s %8s %8s %8s %6s\n",
+           "schedule", "heads", "budget", "shares", "held", "first", "last",
+           "shape", "recall", "mass", "worst", "at");
+    for (size_t s = 0; s < n_sched; ++s) {
+        char at[24];
+        snprintf(at, sizeof at, "%u.%u", sc[s].worst_layer, sc[s].worst_head);
+        printf("%-18s %-8s %6u %7llu %7llu %6u %6u %8s %8.6f %8.6f %8.6f "
+               "%6s\n",
+               sc[s].s.name, heads_name(sc[s].heads), sc[s].used,
+               (unsigned long long)sc[s].total,
                (unsigned long long)sc[s].held, sc[s].shares[0],
-               sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].mass);
+               sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].recall,
+               sc[s].mass, sc[s].worst, at);
+    }
     if (o->t.per_layer) {
-        printf("\nper layer: share / retained mass\n%5s", "layer");
-        for (size_t s = 0; s < n_sched; ++s) printf(" %18s", sc[s].s.name);
+        printf("\nper layer: share / retained mass (mean over the layer's "
+               "records)\n%5s", "layer");
+        for (size_t s = 0; s < n_sched; ++s)
+            printf(" %18s%s", sc[s].s.name,
+                   sc[s].heads == PB_CAL_HEADS_ADAPTIVE ? "+a" : "  ");
         printf("\n");
         for (uint32_t l = 0; l < L; ++l) {
             printf("%5u", l);
             for (size_t s = 0; s < n_sched; ++s) {
                 if (ly[l].records == 0u)
-                    printf(" %9u / %6s", sc[s].shares[l], "-");
+                    printf(" %11u / %6s", sc[s].shares[l], "-");
                 else
-                    printf(" %9u / %6.4f", sc[s].shares[l],
+                    printf(" %11u / %6.4f", sc[s].shares[l],
                            sc[s].mass_sum[l] / (double)ly[l].records);
             }
             printf("\n");
@@ -284,10 +262,15 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
     const cal_sched *best = &sc[0];
     const cal_sched *uni = NULL;
     for (size_t s = 0; s < n_sched; ++s)
-        if (strcmp(sc[s].s.name, "uniform") == 0) uni = &sc[s];
-    printf("\nrecommendation: %s (%s), retaining %.6f of the window's "
-           "attention against %.6f for uniform budgets\n", best->s.name,
-           shape_of(best->shares, L), best->mass,
+        if (strcmp(sc[s].s.name, "uniform") == 0 &&
+            sc[s].heads == PB_CAL_HEADS_UNIFORM)
+            uni = &sc[s];
+    printf("\nrecommendation: %s (%s), heads %s: keeps %.6f of the heads' "
+           "heavy hitters (worst head %.6f) and %.6f of the window's "
+           "attention; uniform budgets on every head: %.6f (worst %.6f), "
+           "%.6f\n", best->s.name, shape_of(best->shares, L),
+           heads_name(best->heads), best->recall, best->worst, best->mass,
+           uni != NULL ? uni->recall : 0.0, uni != NULL ? uni->worst : 0.0,
            uni != NULL ? uni->mass : 0.0);
 }
 
@@ -324,11 +307,16 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
     for (size_t s = 0; s < n_sched; ++s) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "schedule", sc[s].s.name);
+        cJSON_AddStringToObject(e, "heads", heads_name(sc[s].heads));
         cJSON_AddStringToObject(e, "shape", shape_of(sc[s].shares, L));
         cJSON_AddNumberToObject(e, "budget", sc[s].used);
         cJSON_AddNumberToObject(e, "total", (double)sc[s].total);
         cJSON_AddNumberToObject(e, "held", (double)sc[s].held);
         cJSON_AddNumberToObject(e, "retainedAttentionMass", sc[s].mass);
+        cJSON_AddNumberToObject(e, "heavyHitterRecall", sc[s].recall);
+        cJSON_AddNumberToObject(e, "worstHeadRecall", sc[s].worst);
+        cJSON_AddNumberToObject(e, "worstLayer", sc[s].worst_layer);
+        cJSON_AddNumberToObject(e, "worstHead", sc[s].worst_head);
         cJSON *sh = cJSON_AddArrayToObject(e, "shares");
         cJSON *lm = cJSON_AddArrayToObject(e, "layerMass");
         for (uint32_t l = 0; l < L; ++l) {
@@ -342,6 +330,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON_AddItemToArray(arr, e);
     }
     cJSON_AddStringToObject(doc, "recommendation", sc[0].s.name);
+    cJSON_AddStringToObject(doc, "recommendedHeads", heads_name(sc[0].heads));
     if (skipped[0] != '\0') cJSON_AddStringToObject(doc, "notCompared", skipped);
     char *text = cJSON_Print(doc);
     cJSON_Delete(doc);
@@ -393,9 +382,14 @@ static int plot(const cal_opts *o, const pb_cli_scan *scan,
             "plot '%s' using 1:2 with linespoints title 'entropy'\n"
             "set ylabel 'share at budget %u'\n"
             "plot ", o->plot, o->t.path, data, o->budget);
-    for (size_t s = 0; s < n_sched; ++s)
+    /* Each schedule once (its two head modes have the same shares). */
+    int first = 1;
+    for (size_t s = 0; s < n_sched; ++s) {
+        if (sc[s].heads != PB_CAL_HEADS_UNIFORM) continue;
         fprintf(gp, "%s'%s' using 1:%zu with lines lw 2 title '%s'",
-                s ? ", " : "", data, s + 3u, sc[s].s.name);
+                first ? "" : ", ", data, s + 3u, sc[s].s.name);
+        first = 0;
+    }
     fprintf(gp, "\nunset multiplot\n");
     const int rc = pclose(gp);
     remove(data);
@@ -447,20 +441,16 @@ int pb_cli_calibrate(int argc, char **argv) {
         return pb_cli_trace_error("calibrate", o.t.path, err);
 
     const uint32_t L = scan.shape.num_layers;
+    const uint32_t H = scan.shape.num_kv_heads;
     cal_layer *ly = (cal_layer *)calloc(L, sizeof *ly);
     uint32_t *weights = (uint32_t *)calloc(L, sizeof *weights);
-    uint64_t *recs = (uint64_t *)calloc(L, sizeof *recs);
-    cal_sched sc[MAX_SCHED];
+    uint64_t *recs = (uint64_t *)calloc((size_t)L * H, sizeof *recs);
+    cal_sched sc[MAX_ALLOC];
     memset(sc, 0, sizeof sc);
     pb_cli_sched all[MAX_SCHED];
-    size_t n_sched = pb_cli_sched_all(all, MAX_SCHED);
+    const size_t n_all = pb_cli_sched_all(all, MAX_SCHED);
+    size_t n_sched = 0;
     int rc = (ly == NULL || weights == NULL || recs == NULL) ? 1 : 0;
-    for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
-        sc[s].s = all[s];
-        sc[s].shares = (uint32_t *)calloc(L, sizeof(uint32_t));
-        sc[s].mass_sum = (double *)calloc(L, sizeof(double));
-        if (sc[s].shares == NULL || sc[s].mass_sum == NULL) rc = 1;
-    }
     if (rc != 0) snprintf(err, sizeof err, "out of memory");
     for (uint32_t l = 0; rc == 0 && l < L; ++l) {
         (void)pb_profile_layer_rows(prof, l, &ly[l].rows);
@@ -482,46 +472,59 @@ int pb_cli_calibrate(int argc, char **argv) {
         }
     }
     pb_profile_destroy(prof);
-    /* A schedule that refuses these values (kvfactory with a budget not
-     * above the window) is left out, with a note. */
+    /* Every schedule under both head modes. A schedule that refuses these
+     * values (kvfactory with a budget not above the window) is left out,
+     * with a note. */
     const pb_cli_sched_ctx ctx = {o.budget, L, scan.max_window,
                                   scan.max_prompt, weights,
                                   scan.max_window + 1u, scan.max_window + 1u};
     char skipped[512] = "";
-    size_t n_kept = 0;
-    for (size_t s = 0; rc == 0 && s < n_sched; ++s) {
+    for (size_t a = 0; rc == 0 && a < n_all; ++a) {
+        cal_sched one;
+        memset(&one, 0, sizeof one);
+        one.s = all[a];
+        uint32_t *shares = (uint32_t *)calloc(L, sizeof *shares);
         char why[160];
-        if (pb_cli_sched_shares(&sc[s].s, &ctx, sc[s].shares, &sc[s].total,
-                                &sc[s].held, &sc[s].used, why,
-                                sizeof why) != 0) {
+        if (shares == NULL) {
+            snprintf(err, sizeof err, "out of memory");
+            rc = 1;
+            break;
+        }
+        if (pb_cli_sched_shares(&one.s, &ctx, shares, &one.total, &one.held,
+                                &one.used, why, sizeof why) != 0) {
             const size_t used = strlen(skipped);
             snprintf(skipped + used, sizeof skipped - used, "%s%s",
                      used ? "; " : "", why);
-            free(sc[s].shares);
-            free(sc[s].mass_sum);
-            sc[s].shares = NULL;
-            sc[s].mass_sum = NULL;
+            free(shares);
             continue;
         }
-        sc[n_kept++] = sc[s];
+        for (int heads = PB_CAL_HEADS_UNIFORM;
+             rc == 0 && heads <= PB_CAL_HEADS_ADAPTIVE; ++heads) {
+            cal_sched *e = &sc[n_sched++];
+            *e = one;
+            e->heads = heads;
+            e->shares = (uint32_t *)malloc(L * sizeof *e->shares);
+            e->mass_sum = (double *)calloc(L, sizeof *e->mass_sum);
+            e->head_sum = (double *)calloc((size_t)L * H, sizeof *e->head_sum);
+            e->recall_sum = (double *)calloc((size_t)L * H, sizeof(double));
+            if (e->shares == NULL || e->mass_sum == NULL ||
+                e->head_sum == NULL || e->recall_sum == NULL) {
+                snprintf(err, sizeof err, "out of memory");
+                rc = 1;
+            } else {
+                memcpy(e->shares, shares, L * sizeof *shares);
+            }
+        }
+        free(shares);
     }
-    if (rc == 0) n_sched = n_kept;
-    if (rc == 0 && measure(o.t.path, sc, n_sched, &scan, recs, err,
-                           sizeof err) != 0)
+    if (rc == 0 && pb_cli_calibrate_measure(o.t.path, &scan, sc, n_sched,
+                                            recs, err, sizeof err) != 0)
         rc = 2;
     if (rc == 0) {
-        for (size_t s = 0; s < n_sched; ++s) {
-            double sum = 0.0;
-            uint32_t n = 0;
-            for (uint32_t l = 0; l < L; ++l) {
-                if (recs[l] == 0u) continue;
-                sum += sc[s].mass_sum[l] / (double)recs[l];
-                n += 1u;
-            }
-            sc[s].measured = n;
-            sc[s].mass = n ? sum / n : 0.0;
-        }
-        for (uint32_t l = 0; l < L; ++l) ly[l].records = recs[l];
+        for (size_t s = 0; s < n_sched; ++s) summarise(&sc[s], recs, L, H);
+        for (uint32_t l = 0; l < L; ++l)
+            for (uint32_t h = 0; h < H; ++h)
+                ly[l].records += recs[(size_t)l * H + h];
         qsort(sc, n_sched, sizeof sc[0], cmp_sched);
         if (o.t.json) {
             if (print_json(&o, &scan, ly, weights, fit, sc, n_sched,
@@ -540,6 +543,8 @@ int pb_cli_calibrate(int argc, char **argv) {
     for (size_t s = 0; s < n_sched; ++s) {
         free(sc[s].shares);
         free(sc[s].mass_sum);
+        free(sc[s].head_sum);
+        free(sc[s].recall_sum);
     }
     free(ly);
     free(weights);

@@ -1,0 +1,152 @@
+/*
+ * model_trace.c - records an attention trace (docs/trace_format.md) of the
+ * bench model (docs/model.md) on its own kind of prompt: pass-key prompts
+ * of held-out text (pkm_prompt.h; the needle at depths 0, 1/4, 1/2, 3/4, 1
+ * in turn), each run through the full cache, the observation window's
+ * rows - the last --obs tokens, the question - written as one prefill
+ * record per (layer, KV head), the group's query heads reduced to their
+ * mean (query head 0xFFFFFFFF), as the bench model's SnapKV integration
+ * reduces them. `pyramidkv calibrate` reads the result (docs/calibrate.md,
+ * "On the bench model").
+ *
+ *   model_trace --out FILE [--prompts N] [--ctx N] [--obs N] [--seed S]
+ *               [--model FILE] [--text FILE]
+ *
+ * The prompts are drawn with their own seed (default 7), not the
+ * evaluation's. Exit 0, 1 on a failure, 2 on bad usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pkm_io.h"
+#include "pkm_model.h"
+#include "pkm_prompt.h"
+#include "pyramidkv/pyramidkv.h"
+#include "trace_io.h"
+
+#define N_DEPTHS 5
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: model_trace --out FILE [--prompts N] [--ctx N] [--obs N]\n"
+            "                   [--seed S] [--model FILE] [--text FILE]\n"
+            "Records the observation-window attention of the bench model on\n"
+            "pass-key prompts as a trace file (defaults: 20 prompts, ctx 512,\n"
+            "obs 16, seed 7).\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = NULL, *model = PKM_DATA_DIR "/model.pkvm";
+    const char *text_path = PKM_DATA_DIR "/heldout.txt";
+    unsigned long prompts = 20, ctx = 512, obs = 16, seed = 7;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) return usage();
+        const char *v = argv[++i];
+        char *end = NULL;
+        unsigned long n = strtoul(v, &end, 10);
+        const int num = end != v && *end == '\0';
+        if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--text")) text_path = v;
+        else if (!strcmp(a, "--prompts") && num && n >= 1 && n <= 100000)
+            prompts = n;
+        else if (!strcmp(a, "--ctx") && num) ctx = n;
+        else if (!strcmp(a, "--obs") && num && n >= 1) obs = n;
+        else if (!strcmp(a, "--seed") && num) seed = n;
+        else return usage();
+    }
+    if (out == NULL) return usage();
+    char err[256];
+    pkm_model m;
+    if (pkm_model_load(&m, model, err, sizeof err) != 0) {
+        fprintf(stderr, "model_trace: %s\n", err);
+        return 1;
+    }
+    const pkm_config *mc = &m.c;
+    if (ctx < 96 || ctx + 8 > m.rope_len || obs >= ctx - 1 - PKM_KEY_DIGITS) {
+        fprintf(stderr, "model_trace: bad --ctx or --obs\n");
+        pkm_model_free(&m);
+        return 2;
+    }
+    size_t text_len = 0;
+    unsigned char *text = pkm_read_file(text_path, &text_len);
+    const uint32_t len = (uint32_t)ctx - 1u - PKM_KEY_DIGITS, W = (uint32_t)obs;
+    const uint32_t g = mc->n_heads / mc->n_kv_heads;
+    const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
+    const size_t LH = (size_t)mc->n_layers * mc->n_heads;
+    const size_t block = (size_t)W * len;
+    pkm_slot *full = calloc(n_slots, sizeof *full);
+    float *rows = malloc(LH * block * sizeof(float));
+    float *red = malloc(block * sizeof(float));
+    float *step = malloc(LH * m.rope_len * sizeof(float));
+    unsigned char *buf = malloc(len);
+    pb_tr_writer *w = NULL;
+    int rc = 1;
+    if (!text || !full || !rows || !red || !step || !buf) {
+        fprintf(stderr, "model_trace: out of memory or no text %s\n",
+                text_path);
+        goto done;
+    }
+    for (size_t s = 0; s < n_slots; s++)
+        if (pkm_slot_init(&full[s], len, mc->head_dim) != 0) goto done;
+    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g};
+    if (pb_tr_writer_open(out, &shape, &w, err, sizeof err) != 0) {
+        fprintf(stderr, "model_trace: %s\n", err);
+        goto done;
+    }
+    static const double depths[N_DEPTHS] = {0.0, 0.25, 0.5, 0.75, 1.0};
+    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 11u;
+    for (unsigned long p = 0; p < prompts; p++) {
+        char key[PKM_KEY_DIGITS + 1];
+        if (pkm_needle_prompt(text, text_len, len, depths[p % N_DEPTHS], &rng,
+                              buf, key) != 0 ||
+            pkm_prefill_full(&m, full, buf, len, rows, W, NULL, step) != 0) {
+            fprintf(stderr, "model_trace: prompt %lu failed\n", p);
+            goto done;
+        }
+        for (uint32_t l = 0; l < mc->n_layers; l++)
+            for (uint32_t kv = 0; kv < mc->n_kv_heads; kv++) {
+                const float *grp =
+                    rows + ((size_t)l * mc->n_heads + (size_t)kv * g) * block;
+                if (pb_kvcache_head_reduce(grp, g, block, block,
+                                           PB_HEAD_REDUCE_MEAN,
+                                           red) != PB_OK)
+                    goto done;
+                pb_tr_record rec;
+                memset(&rec, 0, sizeof rec);
+                rec.kind = PB_TR_PREFILL;
+                rec.dtype = PB_TR_F32;
+                rec.layer = l;
+                rec.head = kv;
+                rec.qhead = 0xFFFFFFFFu;
+                rec.query = len - W;
+                rec.rows = W;
+                rec.length = len;
+                if (pb_tr_writer_add(w, &rec, red, err, sizeof err) != 0) {
+                    fprintf(stderr, "model_trace: %s\n", err);
+                    goto done;
+                }
+            }
+    }
+    rc = 0;
+done:
+    if (pb_tr_writer_close(w, err, sizeof err) != 0 && rc == 0) {
+        fprintf(stderr, "model_trace: %s\n", err);
+        rc = 1;
+    }
+    if (full)
+        for (size_t s = 0; s < n_slots; s++) pkm_slot_free(&full[s]);
+    free(full);
+    free(rows);
+    free(red);
+    free(step);
+    free(buf);
+    free(text);
+    pkm_model_free(&m);
+    return rc;
+}
