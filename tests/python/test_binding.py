@@ -247,12 +247,13 @@ def test_plan_matches_cli_json(cli, kind, L, B, p):
                  dtype_bytes=2, block_size=16, **p)
     assert pl.shares.tolist() == j["shares"]
     assert pl.total == j["total"]
+    assert pl.held_total == j["held"]
     assert pl.bytes_per_position == j["bytesPerPosition"]
     assert pl.floor == j["floor"]
     for k, row in enumerate(j["perLayer"]):
         assert (int(pl.bytes[k]), int(pl.blocks[k]), bool(pl.floor_binds[k])) \
             == (row["bytes"], row["blocks"], row["floorBinds"]), k
-    assert (pl.total, pl.total_bytes, pl.total_blocks) == (
+    assert (pl.held_total, pl.total_bytes, pl.total_blocks) == (
         j["totals"]["positions"], j["totals"]["bytes"], j["totals"]["blocks"])
     assert (pl.uniform_positions, pl.uniform_bytes, pl.uniform_blocks) == (
         j["uniform"]["positions"], j["uniform"]["bytes"],

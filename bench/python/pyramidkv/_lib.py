@@ -136,8 +136,8 @@ class ProfileParams(ctypes.Structure):
 class GroupParams(ctypes.Structure):
     _fields_ = [(n, u32) for n in ("struct_size", "num_heads",
                                    "floor_permille", "slack",
-                                   "prefill_max_len")]
-    DEFAULT = (20, 8, 200, 1, 0)
+                                   "prefill_max_len", "head_cap_permille")]
+    DEFAULT = (24, 8, 200, 1, 0, 0)
 
 
 class GroupPlanInfo(ctypes.Structure):

@@ -31,14 +31,16 @@ def _require():
                                   "pb_kvcache_group (pyramidkv_group.h)")
 
 
-def _params(num_heads, floor_permille, slack, prefill_max_len):
+def _params(num_heads, floor_permille, slack, prefill_max_len,
+            head_cap_permille):
     return _lib.make_struct(_lib.GroupParams, num_heads=num_heads,
                             floor_permille=floor_permille, slack=slack,
-                            prefill_max_len=prefill_max_len)
+                            prefill_max_len=prefill_max_len,
+                            head_cap_permille=head_cap_permille)
 
 
 def group_plan(num_heads=8, floor_permille=200, slack=1, prefill_max_len=0,
-               **head):
+               head_cap_permille=0, **head):
     """pb_kvcache_group_plan: the group's sizes as a dict (num_heads,
     head_share, floor, head_min, head_max, head_capacity, layer_total)."""
     _require()
@@ -46,21 +48,23 @@ def group_plan(num_heads=8, floor_permille=200, slack=1, prefill_max_len=0,
     info = _lib.GroupPlanInfo(*_lib.GroupPlanInfo.DEFAULT)
     check(lib().pb_kvcache_group_plan(
         ctypes.byref(cfg), ctypes.byref(_params(num_heads, floor_permille,
-                                                slack, prefill_max_len)),
+                                                slack, prefill_max_len,
+                                                head_cap_permille)),
         ctypes.byref(info)), "pb_kvcache_group_plan")
     return {f[0]: getattr(info, f[0]) for f in info._fields_
             if f[0] not in ("struct_size", "reserved")}
 
 
 def group_size(num_heads=8, floor_permille=200, slack=1, prefill_max_len=0,
-               **head):
+               head_cap_permille=0, **head):
     """pb_kvcache_group_size: the exact bytes Group(...) allocates."""
     _require()
     cfg = _make_config(head)
     n = _lib.size_t(0)
     check(lib().pb_kvcache_group_size(
         ctypes.byref(cfg), ctypes.byref(_params(num_heads, floor_permille,
-                                                slack, prefill_max_len)),
+                                                slack, prefill_max_len,
+                                                head_cap_permille)),
         ctypes.byref(n)), "pb_kvcache_group_size")
     return int(n.value)
 
@@ -98,13 +102,16 @@ class Group:
     (the KVCache fields: budget, share, scorer, recent_window, ...; capacity
     and prefill_max_len are the group's), sharing the layer's pool.
     floor_permille: Ada-KV's safeguard (1000 is uniform); slack: decode
-    steps between evicts; prefill_max_len: scratch reserved for prefill."""
+    steps between evicts; prefill_max_len: scratch reserved for prefill;
+    head_cap_permille: 0, or the most one head keeps, in thousandths of its
+    share (at least 1000)."""
 
     def __init__(self, num_heads=8, floor_permille=200, slack=1,
-                 prefill_max_len=0, **head):
+                 prefill_max_len=0, head_cap_permille=0, **head):
         _require()
         cfg = _make_config(head)
-        p = _params(num_heads, floor_permille, slack, prefill_max_len)
+        p = _params(num_heads, floor_permille, slack, prefill_max_len,
+                    head_cap_permille)
         h = ctypes.c_void_p()
         check(lib().pb_kvcache_group_create(ctypes.byref(cfg),
                                             ctypes.byref(p), None,

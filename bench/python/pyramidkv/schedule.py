@@ -105,12 +105,18 @@ def schedule_shares(kind="arithmetic", num_layers=1, budget=512, **params):
 @dataclass
 class Plan:
     """Buffers sized from a schedule, as `pyramidkv plan --json` reports
-    them: per layer the share, its K+V bytes (2 x kv_heads x head_dim x
-    dtype_bytes x share) and paged blocks (ceil(share / block_size)), and
-    floor_binds where the share is below recent_window + 1."""
+    them: per layer the share, the positions held (max(share,
+    recent_window + 1): an instance never holds fewer), their K+V bytes
+    (2 x kv_heads x head_dim x dtype_bytes x held) and paged blocks
+    (ceil(held / block_size)), and floor_binds where the share is below
+    recent_window + 1. total is the sum of the shares; held_total,
+    total_bytes and total_blocks are of the held positions, and the uniform
+    figures of max(budget, recent_window + 1) per layer."""
     schedule: str
     shares: np.ndarray
     total: int
+    held: np.ndarray
+    held_total: int
     bytes: np.ndarray
     blocks: np.ndarray
     floor_binds: np.ndarray
@@ -132,14 +138,15 @@ def plan(kind="arithmetic", num_layers=1, budget=512, *, recent_window=32,
             raise ValueError("%s must be >= 1" % name)
     shares, total = schedule_shares(kind, num_layers, budget, **params)
     bpp = 2 * int(kv_heads) * int(head_dim) * int(dtype_bytes)
-    s64 = shares.astype(np.uint64)
-    by = s64 * np.uint64(bpp)
-    bl = (s64 + np.uint64(block_size - 1)) // np.uint64(block_size)
-    floor = int(recent_window) + 1
-    b = int(budget)
+    floor = check_u32(recent_window, "recent_window") + 1
+    held = np.maximum(shares.astype(np.uint64), np.uint64(floor))
+    by = held * np.uint64(bpp)
+    bl = (held + np.uint64(block_size - 1)) // np.uint64(block_size)
+    b = max(int(budget), floor)
     ub = (b + int(block_size) - 1) // int(block_size)
     return Plan(schedule=kind if isinstance(kind, str) else kind_name(kind),
-                shares=shares, total=total, bytes=by, blocks=bl,
+                shares=shares, total=total, held=held,
+                held_total=int(held.sum()), bytes=by, blocks=bl,
                 floor_binds=shares < floor, bytes_per_position=bpp,
                 floor=floor, total_bytes=int(by.sum()),
                 total_blocks=int(bl.sum()),
