@@ -10,13 +10,15 @@
 
 #include "allocator.h"
 #include "head_group_internal.h"
+#include "policy_internal.h"
 
 #define GROUP_INFO_SIZE_0_2 40u
 #define ALIGN64(n) (((n) + 63u) & ~(size_t)63u)
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
-    size_t heads, take, must, cand_n, pos, x, cand, prefill, instances, total;
+    size_t heads, take, must, cand_n, pos, x, cand, peek, prefill, instances,
+        total;
     size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
     size_t prefill_bytes;  /* reserved prefill workspace */
 } group_layout;
@@ -140,6 +142,10 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     lay->x = add_part(&at, cap * sizeof(double), &of);
     if (cap > SIZE_MAX / sizeof(pb__group_entry) / h) return PB_ERR_TOO_LARGE;
     lay->cand = add_part(&at, h * cap * sizeof(pb__group_entry), &of);
+    lay->peek = add_part(&at, cap * sizeof(double) +
+                                  pb__pool_work_bytes(plan->head.pool_kernel,
+                                                      cap),
+                         &of);
     lay->prefill_bytes = 0;
     if (plan->params.prefill_max_len != 0u &&
         pb__group_prefill_bytes(plan->info.num_heads, plan->head.capacity,
@@ -250,6 +256,7 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->pos_scratch = (uint32_t *)(block + lay.pos);
     g->x_scratch = (double *)(block + lay.x);
     g->cand = (pb__group_entry *)(block + lay.cand);
+    g->peek_work = block + lay.peek;
     g->prefill_ws = lay.prefill_bytes ? block + lay.prefill : NULL;
     g->prefill_ws_bytes = lay.prefill_bytes;
     g->prefill_ws_len = plan.params.prefill_max_len;

@@ -47,6 +47,7 @@ struct pb_kvcache_group {
     uint32_t *pos_scratch;  /* [head_capacity] held positions of one head */
     double *x_scratch;      /* [head_capacity] scores of one head */
     pb__group_entry *cand;  /* [num_heads * head_capacity] candidates */
+    void *peek_work;        /* the engine peek's work area */
     void *prefill_ws;       /* reserved prefill workspace, or NULL */
     size_t prefill_ws_bytes;
     size_t prefill_ws_len;  /* the prompt length it was sized for */
