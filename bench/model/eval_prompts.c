@@ -10,17 +10,7 @@
 #include <string.h>
 
 #include "pkm_io.h"
-
-static const char NEEDLE_FMT[] = " The pass key is %s. Remember it. ";
-static const char QUESTION[] = "\nWhat is the pass key? The pass key is ";
-
-uint64_t eval_splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "pkm_prompt.h"
 
 void eval_prompts_free(eval_prompt_set *s)
 {
@@ -49,26 +39,11 @@ int eval_needles(eval_prompt_set *s, const unsigned char *text,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    const size_t ql = strlen(QUESTION);
     uint64_t rng = seed * 0x100000001B3ull + 17;
     *rng_out = rng;
     for (uint32_t i = 0; i < n; i++) {
         eval_prompt *p = &s->p[i];
-        char key[8], needle[64];
-        snprintf(key, sizeof key, "%05u",
-                 (unsigned)(eval_splitmix(&rng) % 100000u));
-        snprintf(needle, sizeof needle, NEEDLE_FMT, key);
-        const size_t nl = strlen(needle);
-        if (len < nl + ql + 8 || text_len < len + 2) {
-            snprintf(err, errlen, "needle prompts of %u bytes do not fit", len);
-            eval_prompts_free(s);
-            return -1;
-        }
-        const size_t hay = len - nl - ql;
-        const size_t start =
-            (size_t)(eval_splitmix(&rng) % (text_len - hay - 1));
-        const double depth = (double)(i % EVAL_N_DEPTHS) / (EVAL_N_DEPTHS - 1);
-        const size_t pos = (size_t)floor(depth * (double)hay + 0.5);
+        char key[PKM_KEY_DIGITS + 1];
         p->text = malloc(len);
         if (!p->text) {
             snprintf(err, errlen, "out of memory");
@@ -76,12 +51,15 @@ int eval_needles(eval_prompt_set *s, const unsigned char *text,
             return -1;
         }
         s->n = i + 1;
-        memcpy(p->text, text + start, pos);
-        memcpy(p->text + pos, needle, nl);
-        memcpy(p->text + pos + nl, text + start + pos, hay - pos);
-        memcpy(p->text + hay + nl, QUESTION, ql);
+        const double depth = (double)(i % EVAL_N_DEPTHS) / (EVAL_N_DEPTHS - 1);
+        if (pkm_needle_prompt(text, text_len, len, depth, &rng, p->text,
+                              key) != 0) {
+            snprintf(err, errlen, "needle prompts of %u bytes do not fit", len);
+            eval_prompts_free(s);
+            return -1;
+        }
         p->len = len;
-        p->ctx_len = (uint32_t)(hay + nl);
+        p->ctx_len = len - PKM_QUESTION_LEN;
         p->ans_len = 5;
         memcpy(p->answer, key, 5);
         p->depth = (int)(i % EVAL_N_DEPTHS);

@@ -51,7 +51,4 @@ int eval_prompts_read(eval_prompt_set *s, const char *path,
 
 void eval_prompts_free(eval_prompt_set *s);
 
-/* The generator the built-in prompts and the calibration draw from. */
-uint64_t eval_splitmix(uint64_t *state);
-
 #endif /* EVAL_PROMPTS_H */

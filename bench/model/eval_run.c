@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pkm_io.h"
+#include "pkm_prompt.h"
 
 static uint32_t argmax(const float *x, uint32_t n)
 {
@@ -175,7 +176,7 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
         if (pkm_slot_init(&full[s], max_len, mc->head_dim) != 0) goto out;
     uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 5;
     for (uint32_t i = 0; i < n; i++) {
-        const size_t off = (size_t)(eval_splitmix(&rng) % (text_len - len - 1));
+        const size_t off = (size_t)(pkm_splitmix(&rng) % (text_len - len - 1));
         if (pkm_prefill_full(m, full, text + off, len, rows, W, NULL, step) != 0)
             goto out;
         for (uint32_t l = 0; l < mc->n_layers; l++) {

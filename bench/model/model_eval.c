@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "eval.h"
+#include "pkm_prompt.h"
 #include "pkm_io.h"
 
 #define UNSET UINT32_MAX
@@ -372,7 +373,7 @@ int main(int argc, char **argv)
     uint64_t ent_n[PKM_MAX_LAYERS] = {0};
     const uint32_t nl = o.nll_prompt + o.nll_decode;
     for (uint32_t s = 0; s < o.nll_samples; s++) {
-        const size_t off = (size_t)(eval_splitmix(&rng) % (text_len - nl - 1));
+        const size_t off = (size_t)(pkm_splitmix(&rng) % (text_len - nl - 1));
         if (eval_nll_run(&w, rows, n_rows, text + off, o.nll_prompt,
                          o.nll_decode, s, ent, ent_n) != 0) {
             fprintf(stderr, "model_eval: NLL sample %u failed\n", s);

@@ -9,6 +9,7 @@
 
 static const char NEEDLE_FMT[] = " The pass key is %s. Remember it. ";
 static const char QUESTION[] = "\nWhat is the pass key? The pass key is ";
+_Static_assert(sizeof QUESTION - 1 == PKM_QUESTION_LEN, "question length");
 
 uint64_t pkm_splitmix(uint64_t *s)
 {

@@ -2,7 +2,7 @@
  * pkm_prompt.h - the pass-key prompts of the bench model (docs/quality.md):
  * held-out text with " The pass key is NNNNN. Remember it. " at a given
  * depth, ending with the question, the layout of train.py's passkey_sample
- * without the answer. Used by model_trace (bench/model/model_trace.c).
+ * without the answer. Used by model_trace and model_eval.
  */
 #ifndef PKM_PROMPT_H
 #define PKM_PROMPT_H
@@ -11,6 +11,10 @@
 #include <stdint.h>
 
 #define PKM_KEY_DIGITS 5
+
+/* The length of the question that ends every prompt: the context is the
+ * prompt's first len - PKM_QUESTION_LEN bytes. */
+#define PKM_QUESTION_LEN 39u
 
 /* The splitmix64 step the bench/model programs draw with. */
 uint64_t pkm_splitmix(uint64_t *state);
