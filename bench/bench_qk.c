@@ -185,7 +185,7 @@ static int bench_decode(const bench_options *opt) {
     printf("| keys | pb_qk_attention | plain q.k loop | 8-lane float loop | "
            "lib / plain | lib / 8-lane |\n| --- | --- | --- | --- | --- | --- |\n");
     for (int half = 0; half < 2; ++half) {
-        timing t;
+        timing t = {0, 0, 0};
         if (time_scoring(opt, 1u, n, half, opt->quick ? 2u : 200u, &t)) return 1;
         printf("| %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n",
                half ? "fp16" : "float32", t.lib * 1e6, t.plain * 1e6,
@@ -199,7 +199,7 @@ static int bench_prefill(const bench_options *opt) {
     double pairs = 0.0;
     for (size_t r = 0; r < rows; ++r) pairs += (double)(n - rows + r + 1u);
     const double flop = 2.0 * G * D * pairs;
-    timing t;
+    timing t = {0, 0, 0};
     if (time_scoring(opt, rows, n, 0, 1u, &t)) return 1;
     printf("\nprefill: %zu rows (causal), group %d, head dim %d, %zu keys, "
            "float32; ms per call, GFLOP/s of the dot products\n", rows, G, D, n);
