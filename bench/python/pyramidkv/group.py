@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import PyramidKVError, check, check_u32, lib
-from .kvcache import ClosedError, KVCache, _make_config, _pos
+from .kvcache import ClosedError, KVCache, _Owned, _make_config, _pos
 
 UINT64_MAX = (1 << 64) - 1
 
@@ -97,7 +97,7 @@ class _HeadView(KVCache):
     observe = step = evict = reset = prefill = _refuse
 
 
-class Group:
+class Group(_Owned):
     """pb_kvcache_group: ``num_heads`` instances of one head configuration
     (the KVCache fields: budget, share, scorer, recent_window, ...; capacity
     and prefill_max_len are the group's), sharing the layer's pool.
@@ -105,6 +105,8 @@ class Group:
     steps between evicts; prefill_max_len: scratch reserved for prefill;
     head_cap_permille: 0, or the most one head keeps, in thousandths of its
     share (at least 1000)."""
+    _destroy = "pb_kvcache_group_destroy"
+    _what = "the pb_kvcache_group"
 
     def __init__(self, num_heads=8, floor_permille=200, slack=1,
                  prefill_max_len=0, head_cap_permille=0, **head):
@@ -139,28 +141,6 @@ class Group:
               "pb_kvcache_group_info")
         return {f[0]: getattr(info, f[0]) for f in info._fields_
                 if f[0] not in ("struct_size", "reserved")}
-
-    def close(self):
-        with self._lock:
-            h, self._h = self._h, None
-            if h is not None:
-                lib().pb_kvcache_group_destroy(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) is not None:
-            lib().pb_kvcache_group_destroy(self._h)
-            self._h = None
-
-    def _handle(self):
-        if self._h is None:
-            raise ClosedError("the pb_kvcache_group is closed")
-        return self._h
 
     @property
     def kept_total(self):

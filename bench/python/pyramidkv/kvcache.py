@@ -39,6 +39,42 @@ class ClosedError(ValueError):
     """The instance was closed (destroyed); it refuses every call."""
 
 
+class _Owned:
+    """A handle the object owns: close() destroys it once (idempotent,
+    under the object's lock), a with-block closes it, and so does garbage
+    collection. A subclass names its destroy function and what it holds."""
+    _destroy = ""
+    _what = ""
+
+    def close(self):
+        """Destroys the C object. Idempotent."""
+        with self._lock:
+            h, self._h = self._h, None
+            if h is not None:
+                getattr(lib(), self._destroy)(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_h", None) is not None:
+            getattr(lib(), self._destroy)(self._h)
+            self._h = None
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            raise ClosedError("%s is closed" % self._what)
+        return h
+
+
 def _enum(value, table, name):
     if isinstance(value, str):
         try:
@@ -90,7 +126,7 @@ def _make_config(config):
     return _lib.make_struct(_lib.Config, **c)
 
 
-class KVCache:
+class KVCache(_Owned):
     """One policy instance (pb_kvcache).
 
     ``KVCache(budget=..., scorer="window", ...)`` takes every field of
@@ -102,6 +138,8 @@ class KVCache:
     ``KVCache.from_vtable("h2o", budget=64, recent_window=8)`` creates
     through a policybook vtable instead. Close with close() or a with
     block; a closed instance raises ClosedError."""
+    _destroy = "pb_kvcache_destroy"
+    _what = "the pb_kvcache instance"
 
     def __init__(self, **config):
         cfg = _make_config(config)
@@ -166,35 +204,6 @@ class KVCache:
         self._victims_addr = _lib.addr(self._victims)
         self._n = _lib.size_t(0)
         self._n_addr = ctypes.addressof(self._n)
-
-    # -------------------------------------------------------- lifetime --
-    def close(self):
-        """pb_kvcache_destroy. Idempotent."""
-        with self._lock:
-            h, self._h = self._h, None
-            if h is not None:
-                lib().pb_kvcache_destroy(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) is not None:
-            lib().pb_kvcache_destroy(self._h)
-            self._h = None
-
-    @property
-    def closed(self):
-        return self._h is None
-
-    def _handle(self):
-        h = self._h
-        if h is None:
-            raise ClosedError("the pb_kvcache instance is closed")
-        return h
 
     # ------------------------------------------------------ per token --
     def observe(self, pos, attn=None):

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import check, check_u32, lib
-from .kvcache import ClosedError
+from .kvcache import ClosedError, _Owned
 
 
 def profile_size(num_layers=32, max_len=4096):
@@ -73,8 +73,10 @@ def cake_weights(preference):
     return out[:pr.size]
 
 
-class Profile:
+class Profile(_Owned):
     """pb_profile over ``num_layers`` layers, rows up to ``max_len``."""
+    _destroy = "pb_profile_destroy"
+    _what = "the pb_profile"
 
     def __init__(self, num_layers=32, max_len=4096):
         p = _lib.make_struct(_lib.ProfileParams, num_layers=num_layers,
@@ -86,28 +88,6 @@ class Profile:
         self._lock = threading.Lock()
         self.num_layers = p.num_layers
         self.max_len = p.max_len
-
-    def close(self):
-        with self._lock:
-            h, self._h = self._h, None
-            if h is not None:
-                lib().pb_profile_destroy(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) is not None:
-            lib().pb_profile_destroy(self._h)
-            self._h = None
-
-    def _handle(self):
-        if self._h is None:
-            raise ClosedError("the pb_profile is closed")
-        return self._h
 
     @property
     def memory_bytes(self):

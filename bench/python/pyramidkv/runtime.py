@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import PyramidKVError, check, check_u32, lib
-from .kvcache import HEAD_REDUCE, ClosedError, KVCache, _enum, _pos
+from .kvcache import HEAD_REDUCE, ClosedError, KVCache, _Owned, _enum, _pos
 
 KEY_TYPES = {"f32": 0, "f16": 1, "bf16": 2}
 _KEY_DTYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float16),
@@ -116,13 +116,15 @@ def _qk_config(config):
     return _lib.make_struct(_lib.QKConfig, **c)
 
 
-class QK:
+class QK(_Owned):
     """pb_qk: a Q/K scorer for one KV head's shape (head_dim, group of query
     heads, key_type "f32" / "f16" / "bf16", reduce "mean" / "max" / "sum",
     scale (0: 1/sqrt(head_dim)), max_keys, max_rows). Queries are float32
     [group, rows, head_dim] (or [group, head_dim] for one row); keys are
     [n_keys, head_dim] of the key type (float32, float16, or uint16 holding
     bfloat16), already rotated."""
+    _destroy = "pb_qk_destroy"
+    _what = "the pb_qk scorer"
 
     def __init__(self, **config):
         _require()
@@ -134,28 +136,6 @@ class QK:
         self._lock = threading.Lock()
         self.head_dim, self.group = c.head_dim, c.group
         self.key_dtype = _KEY_DTYPES.get(c.key_type)
-
-    def close(self):
-        with self._lock:
-            h, self._h = self._h, None
-            if h is not None:
-                lib().pb_qk_destroy(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None) is not None:
-            lib().pb_qk_destroy(self._h)
-            self._h = None
-
-    def _handle(self):
-        if self._h is None:
-            raise ClosedError("the pb_qk scorer is closed")
-        return self._h
 
     def _q(self, q):
         a = _lib.f32_array(q, "q", (2, 3))
