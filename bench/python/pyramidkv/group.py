@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from . import _lib
-from ._lib import PyramidKVError, check, check_u32, lib
+from ._lib import PyramidKVError, check, lib
 from .kvcache import ClosedError, KVCache, _Owned, _make_config, _pos
 
 UINT64_MAX = (1 << 64) - 1

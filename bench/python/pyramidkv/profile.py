@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import check, check_u32, lib
-from .kvcache import ClosedError, _Owned
+from .kvcache import _Owned
 
 
 def profile_size(num_layers=32, max_len=4096):

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import PyramidKVError, check, check_u32, lib
-from .kvcache import HEAD_REDUCE, ClosedError, KVCache, _Owned, _enum, _pos
+from .kvcache import HEAD_REDUCE, _Owned, _enum, _pos
 
 KEY_TYPES = {"f32": 0, "f16": 1, "bf16": 2}
 _KEY_DTYPES = {0: np.dtype(np.float32), 1: np.dtype(np.float16),
