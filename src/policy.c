@@ -253,25 +253,10 @@ pb_status pb_kvcache_kept_positions(const pb_kvcache *policy, uint32_t *out,
 /* The column of held position pos, or SIZE_MAX if it is not held. The
  * positions of all columns, holes included, ascend. */
 static size_t column_of_pos(const pb_kvcache *p, uint32_t pos) {
-    const size_t n_cols = p->kept + p->n_holes;
-    size_t lo = 0, hi = n_cols; /* search [lo, hi) */
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->pos[mid] < pos)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    if (lo == n_cols || p->pos[lo] != pos) return SIZE_MAX;
-    size_t a = 0, b = p->n_holes; /* is column lo a hole? */
-    while (a < b) {
-        const size_t mid = a + (b - a) / 2u;
-        if (p->holes[mid] < lo)
-            a = mid + 1u;
-        else
-            b = mid;
-    }
-    return a < p->n_holes && p->holes[a] == lo ? SIZE_MAX : lo;
+    const size_t col = pb__column_at_least(p, pos);
+    if (col == p->kept + p->n_holes || p->pos[col] != pos) return SIZE_MAX;
+    const size_t h = pb__holes_below(p, col); /* is column col a hole? */
+    return h < p->n_holes && p->holes[h] == col ? SIZE_MAX : col;
 }
 
 pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,

@@ -197,6 +197,33 @@ struct pb_kvcache {
     size_t block_bytes;     /* what it was asked for */
 };
 
+/* The first column whose position is at least pos (kept + n_holes if
+ * none): the columns' positions, holes included, ascend. */
+static inline size_t pb__column_at_least(const pb_kvcache *p, uint32_t pos) {
+    size_t lo = 0, hi = p->kept + p->n_holes;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (p->pos[mid] < pos)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many holes lie below column col (holes[] ascends). */
+static inline size_t pb__holes_below(const pb_kvcache *p, size_t col) {
+    size_t lo = 0, hi = p->n_holes;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (p->holes[mid] < col)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /*
  * What a scorer does, called by the doors (policy.c) with validated
  * arguments. Chosen at create from cfg.scorer (pb__scorer_ops_of); the

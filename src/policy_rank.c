@@ -8,26 +8,8 @@
 #include "runtime_internal.h"
 
 size_t pb__kvcache_rank_below(const pb_kvcache *p, uint32_t pos) {
-    /* pos[] ascends over every column, holes included; a hole's column
-     * keeps its old position but is not held. */
-    const size_t n_cols = p->kept + p->n_holes;
-    size_t lo = 0, hi = n_cols;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->pos[mid] < pos)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    /* lo columns hold positions below pos; take away the holes among
-     * them (holes[] ascends). */
-    size_t hl = 0, hh = p->n_holes;
-    while (hl < hh) {
-        const size_t mid = hl + (hh - hl) / 2u;
-        if (p->holes[mid] < lo)
-            hl = mid + 1u;
-        else
-            hh = mid;
-    }
-    return lo - hl;
+    /* The columns below the first at least pos, less the holes among
+     * them (a hole keeps its old position but is not held). */
+    const size_t col = pb__column_at_least(p, pos);
+    return col - pb__holes_below(p, col);
 }
