@@ -41,7 +41,7 @@ extern "C" {
 /* Version and export                                                       */
 
 #define PB_VERSION_MAJOR 0
-#define PB_VERSION_MINOR 1
+#define PB_VERSION_MINOR 2
 #define PB_VERSION_PATCH 0
 #define PB_VERSION_NUMBER \
     (PB_VERSION_MAJOR * 10000 + PB_VERSION_MINOR * 100 + PB_VERSION_PATCH)

@@ -43,7 +43,9 @@ def test_struct_layout_matches_c(layout_bin):
 
 def test_version_and_status_messages():
     num, s = pk.version()
-    assert num == 100 and s == "0.1.0"
+    major, minor, patch = (int(x) for x in pk.__version__.split("."))
+    assert num == major * 10000 + minor * 100 + patch
+    assert s == pk.__version__
     for i, name in enumerate(pk.STATUS_NAMES):
         e = pk.PyramidKVError(i, "f")
         assert e.status_name == name and pk.status_str(i) in str(e)

@@ -29,7 +29,7 @@ from .schedule import (KINDS, Plan, kind_name, kind_value, kinds, plan,  # noqa:
                        pyramid_budget, pyramid_budgets, pyramid_total,
                        schedule_shares)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def version():
