@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli_commands.h"
+#include "cli_input.h"
 #include "cli_options.h"
 #include "cli_trace_common.h"
 #include "trace_io.h"
@@ -244,5 +245,6 @@ int pb_cli_trace(int argc, char **argv) {
         return pb_cli_usage_error("trace",
                                   "a FILE or --make is required (see "
                                   "pyramidkv trace --help)");
+    if (pb_cli_input_check("trace", path) != 0) return PB_CLI_USAGE;
     return want_dump ? dump(path) : summary(path);
 }

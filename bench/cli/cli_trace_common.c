@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_input.h"
 #include "cli_options.h"
 
 int pb_cli_trace_error(const char *cmd, const char *path, const char *msg) {
-    fprintf(stderr, "pyramidkv %s: %s: %s\n", cmd, path, msg);
-    return PB_CLI_USAGE;
+    return pb_cli_input_error(cmd, path, msg);
 }
 
 int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
@@ -29,7 +29,7 @@ int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
                 return pb_cli_usage_error(w->cmd,
                                           "a TRACE file is required (see "
                                           "pyramidkv %s --help)", w->cmd);
-            return 0;
+            return pb_cli_input_check(w->cmd, a->path);
         }
         if (rc != 1) return PB_CLI_USAGE;
         const char *f = w->flag;

@@ -5,10 +5,15 @@
  * schema and the replay live in the runner.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_commands.h"
+#include "cli_input.h"
 #include "vector_runner.h"
+
+/* The largest vector file read. */
+#define VECTORS_MAX_BYTES ((size_t)64u << 20)
 
 static void vectors_usage(FILE *out) {
     fputs(
@@ -64,6 +69,32 @@ static int is_file_arg(char **argv, int i, int dashdash) {
            argv[i][1] == '\0';
 }
 
+/* Runs one vector file with the report in options->report: 0, or the
+ * exit status after the one stderr line for a file that cannot be read or
+ * is not a vector document (the runner's "LABEL: error: MESSAGE", taken
+ * back from the report). */
+static int run_file(const char *path, const pb_vector_options *options,
+                    pb_vector_totals *totals) {
+    char *text = NULL;
+    size_t len = 0;
+    const int rc = pb_cli_input_read("vectors", path, VECTORS_MAX_BYTES, &text,
+                                     &len);
+    if (rc != 0) return rc;
+    const long at = ftell(options->report);
+    const size_t unreadable = totals->unreadable;
+    (void)pb_vector_run_document(text, len, path, options, totals);
+    free(text);
+    if (totals->unreadable == unreadable) return 0;
+    char line[640] = "";
+    const size_t skip = strlen(path) + strlen(": error: ");
+    if (at < 0 || fseek(options->report, at, SEEK_SET) != 0 ||
+        fgets(line, sizeof line, options->report) == NULL ||
+        strlen(line) <= skip)
+        return pb_cli_input_error("vectors", path, "not a vector document");
+    line[strcspn(line, "\n")] = '\0';
+    return pb_cli_input_error("vectors", path, line + skip);
+}
+
 int pb_cli_vectors(int argc, char **argv) {
     pb_vector_options options = {stdout, 0, 0};
     int dashdash = 0, files = 0;
@@ -93,11 +124,30 @@ int pb_cli_vectors(int argc, char **argv) {
                         "vectors --help)\n");
         return 2;
     }
+    /* The report is held back until every file has been read and
+     * understood: a file that cannot be is one line on stderr and nothing
+     * on stdout (docs/cli.md). */
+    FILE *report = tmpfile();
+    if (report == NULL) {
+        fputs("pyramidkv vectors: cannot create a temporary file\n", stderr);
+        return 1;
+    }
+    options.report = report;
     pb_vector_totals totals = PB_VECTOR_TOTALS_INIT;
-    for (int i = 1; i < argc; ++i)
+    int rc = 0;
+    for (int i = 1; i < argc && rc == 0; ++i)
         if (is_file_arg(argv, i, dashdash))
-            pb_vector_run_file(argv[i], &options, &totals);
-    if (options.verbose) pb_vector_print_step_counts(stdout, &totals);
-    pb_vector_print_summary(stdout, &totals);
-    return pb_vector_exit_status(&totals);
+            rc = run_file(argv[i], &options, &totals);
+    if (rc == 0) {
+        rewind(report);
+        char chunk[4096];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, report)) > 0u)
+            fwrite(chunk, 1, got, stdout);
+        if (options.verbose) pb_vector_print_step_counts(stdout, &totals);
+        pb_vector_print_summary(stdout, &totals);
+        rc = pb_vector_exit_status(&totals);
+    }
+    fclose(report);
+    return rc;
 }

@@ -1,9 +1,9 @@
 /*
  * vector_runner.c - the document side of the golden vector runner (see
- * vector_runner.h and docs/vectors.md for the schema): reads a file or a
- * buffer, parses it with cJSON, checks the top level, picks the family
- * from the "policy" (vector_families.c), runs every case, and reports
- * each failure and the closing counts.
+ * vector_runner.h and docs/vectors.md for the schema): parses a buffer
+ * with cJSON, checks the top level, picks the family from the "policy"
+ * (vector_families.c), runs every case, and reports each failure and the
+ * closing counts (bench/cli/cli_input.c reads the files).
  *
  * It owns documents and reports; cases belong to their family's file and
  * steps to the step files (vector_runner_internal.h maps them). It does
@@ -163,55 +163,6 @@ int pb_vector_run_document(const char *text, size_t len, const char *label,
     const int rc = run_parsed(&rs, doc);
     cJSON_Delete(doc);
     free(copy);
-    return rc;
-}
-
-int pb_vector_run_file(const char *path, const pb_vector_options *options,
-                       pb_vector_totals *totals) {
-    const int is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    FILE *report = options ? options->report : NULL;
-    if (f == NULL) {
-        totals->unreadable += 1u;
-        if (report) fprintf(report, "%s: error: cannot open the file\n", path);
-        return -1;
-    }
-    size_t cap = 65536u, len = 0;
-    char *buf = malloc(cap);
-    int bad = buf == NULL;
-    while (!bad) {
-        if (len == cap) {
-            if (cap >= VR_MAX_FILE_BYTES) {
-                bad = 2;
-                break;
-            }
-            char *grown = realloc(buf, cap * 2u);
-            if (grown == NULL) {
-                bad = 1;
-                break;
-            }
-            buf = grown;
-            cap *= 2u;
-        }
-        const size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0u) {
-            if (ferror(f)) bad = 1;
-            break;
-        }
-    }
-    if (!is_stdin) fclose(f);
-    if (bad) {
-        free(buf);
-        totals->unreadable += 1u;
-        if (report)
-            fprintf(report, "%s: error: %s\n", path,
-                    bad == 2 ? "the file is larger than 64 MiB"
-                             : "cannot read the file");
-        return -1;
-    }
-    const int rc = pb_vector_run_document(buf, len, path, options, totals);
-    free(buf);
     return rc;
 }
 

@@ -53,11 +53,6 @@ int pb_vector_run_document(const char *text, size_t len, const char *label,
                            const pb_vector_options *options,
                            pb_vector_totals *totals);
 
-/* Reads the file at `path` ("-": standard input) and runs it as above.
- * Returns -1 (and counts it unreadable) when it cannot be read. */
-int pb_vector_run_file(const char *path, const pb_vector_options *options,
-                       pb_vector_totals *totals);
-
 /* Prints the closing line "N passed, M failed" (cases over all documents). */
 void pb_vector_print_summary(FILE *out, const pb_vector_totals *totals);
 

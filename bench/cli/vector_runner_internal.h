@@ -53,8 +53,6 @@
 #define PB__VR_PRINTF(f, a)
 #endif
 
-/* Documents above this size are refused rather than read. */
-#define VR_MAX_FILE_BYTES ((size_t)64u << 20)
 /* Lists longer than this are shortened with "..." in messages. */
 #define VR_MAX_LISTED 48u
 /* Case names are shortened to this many bytes in messages. */

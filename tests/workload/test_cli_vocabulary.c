@@ -180,24 +180,42 @@ static void usage_errors(void **state) {
     cli_expect_usage_error("frobnicate", "unknown command");
 }
 
-/* A missing or unwritable file is exit 2 in every subcommand. */
+/* A missing, unreadable or unwritable file is exit 2 in every subcommand,
+ * with one stderr line and nothing on stdout; a missing file and a
+ * directory get the same words in every command that reads a file. */
 static void file_errors(void **state) {
     (void)state;
     static const char *const cmds[] = {
-        "vectors tv_no_such.json",
-        "trace tv_no_such.trace",
-        "calibrate tv_no_such.trace",
-        "replay tv_no_such.trace",
         "trace --make flat --out tv_no_such_dir/x.trace",
         "calibrate " TRACE " --plot tv_no_such_dir/x.png",
+        "bench --trace tv_no_such.trace",
+        "plan --schedule profile --weights tv_no_such",
     };
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i) {
-        char *out = NULL;
-        const int rc = cli_run(cmds[i], 0, &out);
-        if (rc != 2) print_error("pyramidkv %s: exit %d\n", cmds[i], rc);
-        assert_int_equal(rc, 2);
-        free(out);
-    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i)
+        cli_expect_usage_error(cmds[i], "tv_no_such");
+    static const char *const readers[] = {"vectors", "trace", "calibrate",
+                                          "replay"};
+    static const char *const inputs[][2] = {
+        {"tv_no_such.json", "cannot open the file"},
+        {".", "a directory, not a regular file"},
+        {"tv_not_json.txt", ""},
+    };
+    FILE *f = fopen("tv_not_json.txt", "wb");
+    assert_non_null(f);
+    fputs("not json, not a trace\n", f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof readers / sizeof readers[0]; ++i)
+        for (size_t k = 0; k < sizeof inputs / sizeof inputs[0]; ++k) {
+            char args[128], want[128];
+            snprintf(args, sizeof args, "%s %s", readers[i], inputs[k][0]);
+            snprintf(want, sizeof want, "pyramidkv %s: %s: %s", readers[i],
+                     inputs[k][0], inputs[k][1]);
+            cli_expect_usage_error(args, want);
+        }
+    remove("tv_not_json.txt");
+    /* A readable file before a bad one: still nothing on stdout. */
+    cli_expect_usage_error("vectors " PB_VECTORS_DIR "/pyramid_budget.json .",
+                           "pyramidkv vectors: .: a directory");
 }
 
 /* Every --help lists the aliases and the exit statuses. */
