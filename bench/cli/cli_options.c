@@ -62,7 +62,7 @@ const char pb_cli_policy_list[] =
 const char pb_cli_scorer_list[] = "window, cumulative, last, votes or none";
 const char pb_cli_schedule_list[] =
     "arithmetic, uniform, kvfactory, kvfactory-balanced, taper, curve, "
-    "geometric or profile";
+    "geometric, profile or cake";
 
 static const cli_name *find_name(const cli_name *t, size_t n,
                                  const char *text, size_t len) {

@@ -22,16 +22,18 @@ static const flag_info FLAGS[] = {
      K(PB_SCHEDULE_ARITHMETIC) | K(PB_SCHEDULE_CURVE) |
          K(PB_SCHEDULE_GEOMETRIC)},
     {"--window", offsetof(pb_cli_schedule_flags, window),
-     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED)},
+     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED) |
+         K(PB_SCHEDULE_CAKE)},
     {"--beta", offsetof(pb_cli_schedule_flags, beta),
      K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED) |
          K(PB_SCHEDULE_TAPER)},
     {"--prompt-len", offsetof(pb_cli_schedule_flags, prompt_len),
-     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED)},
+     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED) |
+         K(PB_SCHEDULE_CAKE)},
     {"--sinks", offsetof(pb_cli_schedule_flags, sinks), K(PB_SCHEDULE_TAPER)},
     {"--gamma", offsetof(pb_cli_schedule_flags, gamma), K(PB_SCHEDULE_CURVE)},
     {"--weights", offsetof(pb_cli_schedule_flags, weights),
-     K(PB_SCHEDULE_PROFILE)},
+     K(PB_SCHEDULE_PROFILE) | K(PB_SCHEDULE_CAKE)},
     {"--min-share", offsetof(pb_cli_schedule_flags, min_share),
      K(PB_SCHEDULE_PROFILE)},
 };
@@ -224,18 +226,19 @@ int pb_cli_schedule_build(const char *cmd, const pb_cli_schedule_flags *f,
     s.num_layers = layers;
     const int kvf = kind == PB_SCHEDULE_KVFACTORY ||
                     kind == PB_SCHEDULE_KVFACTORY_BALANCED;
+    const int windowed = kvf || kind == PB_SCHEDULE_CAKE;
     if (f->ratio && (kind == PB_SCHEDULE_ARITHMETIC ||
                      kind == PB_SCHEDULE_CURVE ||
                      kind == PB_SCHEDULE_GEOMETRIC) &&
         pb_cli_parse_u32(cmd, "--ratio", f->ratio, 1u, UINT32_MAX, &s.ratio))
         return PB_CLI_USAGE;
-    if (kvf) {
+    if (kvf && f->beta &&
+        pb_cli_parse_u32(cmd, "--beta", f->beta, 1u, UINT32_MAX, &s.beta))
+        return PB_CLI_USAGE;
+    if (windowed) {
         if (f->window &&
             pb_cli_parse_u32(cmd, "--window", f->window, 0u, UINT32_MAX,
                              &s.window))
-            return PB_CLI_USAGE;
-        if (f->beta && pb_cli_parse_u32(cmd, "--beta", f->beta, 1u,
-                                        UINT32_MAX, &s.beta))
             return PB_CLI_USAGE;
         if (f->prompt_len &&
             pb_cli_parse_u32(cmd, "--prompt-len", f->prompt_len, 1u,
@@ -243,8 +246,8 @@ int pb_cli_schedule_build(const char *cmd, const pb_cli_schedule_flags *f,
             return PB_CLI_USAGE;
         if (s.window >= budget)
             return pb_cli_usage_error(
-                cmd, "--window: %u is not below the KV size --budget (%u)",
-                s.window, budget);
+                cmd, "--window: %u is not below %s--budget (%u)",
+                s.window, kvf ? "the KV size " : "", budget);
     }
     if (kind == PB_SCHEDULE_TAPER) {
         if (f->beta && parse_taper_beta(cmd, f->beta, &s.taper_beta))
@@ -256,12 +259,19 @@ int pb_cli_schedule_build(const char *cmd, const pb_cli_schedule_flags *f,
     if (kind == PB_SCHEDULE_CURVE && f->gamma &&
         parse_gamma(cmd, f->gamma, &s.gamma_milli))
         return PB_CLI_USAGE;
-    if (kind == PB_SCHEDULE_PROFILE) {
+    if (kind == PB_SCHEDULE_PROFILE || kind == PB_SCHEDULE_CAKE) {
         if (f->weights == NULL)
-            return pb_cli_usage_error(cmd, "--weights is required for the "
-                                           "profile schedule");
+            return pb_cli_usage_error(
+                cmd, "--weights is required for the %s schedule%s",
+                pb_schedule_kind_name(kind),
+                kind == PB_SCHEDULE_CAKE
+                    ? " (the layers' CAKE preferences, e.g. from "
+                      "pb_cake_layer_preference or pyramidkv.cake_weights)"
+                    : "");
         if (parse_weights(cmd, f->weights, layers, weights)) return PB_CLI_USAGE;
         s.weights = weights;
+    }
+    if (kind == PB_SCHEDULE_PROFILE) {
         if (f->min_share &&
             pb_cli_parse_u32(cmd, "--min-share", f->min_share, 0u, budget,
                              &s.min_share))
@@ -305,6 +315,13 @@ void pb_cli_schedule_describe(const pb_schedule *s, char *buf, size_t len) {
     case PB_SCHEDULE_PROFILE:
         snprintf(buf, len, "profile B=%u min-share=%u", s->budget,
                  s->min_share);
+        break;
+    case PB_SCHEDULE_CAKE:
+        if (s->prompt_len != 0u)
+            snprintf(buf, len, "cake B=%u window=%u prompt=%u", s->budget,
+                     s->window, s->prompt_len);
+        else
+            snprintf(buf, len, "cake B=%u window=%u", s->budget, s->window);
         break;
     default:
         snprintf(buf, len, "%s B=%u", name ? name : "?", s->budget);

@@ -72,6 +72,7 @@ static void test_help(void **state) {
     free(out);
     assert_int_equal(cli_run("plan --help", 0, &out), 0);
     assert_non_null(strstr(out, "usage: pyramidkv plan"));
+    assert_non_null(strstr(out, "\n  cake "));
     free(out);
     assert_int_equal(cli_run("--help", 0, &out), 0);
     assert_non_null(strstr(out, "bench"));
@@ -294,6 +295,8 @@ static void test_plan_schedules(void **state) {
         {"--schedule geometric --ratio 8", PB_SCHEDULE_GEOMETRIC, 32, 128},
         {"--schedule profile --weights 1,0.5,0.25,0 --min-share 10",
          PB_SCHEDULE_PROFILE, 4, 100},
+        {"--schedule cake --weights 1,0.5,0.25,0 --window 8",
+         PB_SCHEDULE_CAKE, 4, 64},
     };
     static const uint32_t profile_w[4] = {100u, 50u, 25u, 0u};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -356,6 +359,14 @@ static void test_plan_schedules(void **state) {
                        "--weights 1,2,3", "--weights");
     cli_expect_usage_error("plan --budget 64 --layers 4 --schedule profile",
                            "--weights");
+    /* cake: --weights are the layers' preferences, the message says so. */
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule cake",
+                           "--weights is required for the cake schedule (the "
+                           "layers' CAKE preferences");
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule cake "
+                       "--weights 1,2,3,4 --window 64", "--window");
+    cli_expect_usage_error("plan --budget 64 --layers 4 --schedule cake "
+                       "--weights 1,2,3,4 --min-share 1", "--min-share");
     cli_expect_usage_error("plan --budget 64 --layers 2 --schedule profile "
                        "--weights 0,0", "refuses");
     cli_expect_usage_error("plan --budget 64 --layers 4 --schedule taper "
