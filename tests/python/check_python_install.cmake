@@ -3,7 +3,8 @@
 # load the installed libpyramidkv.so.0, not the build tree's. Then installs
 # a copy of bench/python with pip (--no-deps --no-build-isolation, Debian's
 # setuptools) into a scratch target and checks it loads the library named
-# by PYRAMIDKV_LIBRARY.
+# by PYRAMIDKV_LIBRARY, and that pip left no build/ or *.egg-info/ in the
+# folder it built from.
 # Usage: cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DSCRATCH=... -DPYTHON=...
 #        -DPY_DIR=... -P check_python_install.cmake
 file(REMOVE_RECURSE ${SCRATCH})
@@ -36,6 +37,11 @@ file(COPY ${SOURCE_DIR}/bench/python/ DESTINATION ${SCRATCH}/src
      PATTERN __pycache__ EXCLUDE)
 run(${PYTHON} -m pip install --no-deps --no-build-isolation --no-index
     --disable-pip-version-check -q --target ${SCRATCH}/pip ${SCRATCH}/src)
+# pip leaves nothing in the folder it built from (bench/python/setup.py).
+file(GLOB left ${SCRATCH}/src/build ${SCRATCH}/src/*.egg-info)
+if(left)
+  message(FATAL_ERROR "pip install left in the source folder: ${left}")
+endif()
 run(${CMAKE_COMMAND} -E env PYRAMIDKV_LIBRARY=${lib}
     PYTHONPATH=${SCRATCH}/pip PYTHONDONTWRITEBYTECODE=1
     ${PYTHON} -c "${probe}")
