@@ -219,6 +219,8 @@ PLANS = [
     ("curve", 24, 256, {"ratio": 6, "gamma_milli": 800}),
     ("geometric", 10, 64, {"ratio": 8}),
     ("profile", 4, 100, {"weights": [5, 3, 2, 1], "min_share": 10}),
+    ("cake", 6, 200, {"weights": [16777216, 9000000, 5, 0, 300, 12],
+                      "window": 16, "prompt_len": 900}),
 ]
 
 
@@ -227,7 +229,8 @@ def _cli_args(kind, L, B, p):
          "--kv-heads", "4", "--head-dim", "64", "--dtype-bytes", "2",
          "--block-size", "16", "--recent-window", "40", "--json"]
     names = {"ratio": "--ratio", "window": "--window", "beta": "--beta",
-             "sinks": "--sinks", "min_share": "--min-share"}
+             "sinks": "--sinks", "min_share": "--min-share",
+             "prompt_len": "--prompt-len"}
     for k, v in p.items():
         if k == "taper_beta":
             a += ["--beta", repr(v)]

@@ -40,22 +40,49 @@ for _i, _n in enumerate(STATUS_NAMES):
 class PyramidKVError(Exception):
     """A call of the library returned a status other than PB_OK. ``status``
     is the pb_status value, ``status_name`` its enum name, and the message
-    is the library's own (pb_status_str), prefixed with the function."""
+    is the library's own (pb_status_str), prefixed with the function.
+    ``fields`` names, for a refused configuration (PB_ERR_PARAM), the
+    fields the caller set that the library refuses (see refused_fields);
+    () otherwise."""
 
-    def __init__(self, status, function=""):
+    def __init__(self, status, function="", fields=()):
         self.status = int(status)
         self.status_name = (STATUS_NAMES[self.status]
                             if 0 <= self.status < len(STATUS_NAMES)
                             else "unknown")
         self.function = function
+        self.fields = tuple(name for name, _ in fields)
         msg = status_str(self.status)
-        super().__init__("%s: %s (%s)" % (function, msg, self.status_name)
-                         if function else "%s (%s)" % (msg, self.status_name))
+        text = ("%s: %s (%s)" % (function, msg, self.status_name)
+                if function else "%s (%s)" % (msg, self.status_name))
+        if fields:
+            text += "; refused: " + ", ".join("%s=%r" % f for f in fields)
+        super().__init__(text)
+
+
+def refused_fields(status, function, fields, accepts):
+    """The PyramidKVError of a call that returned ``status`` for the
+    caller's ``fields`` (a dict). For PB_ERR_PARAM it names the refused
+    ones: each field the caller set that, put back alone to its default,
+    makes the library accept the rest (``accepts(rest)``, a pure sizing or
+    shares query of the library). The library decides; nothing here
+    repeats its rules."""
+    named = []
+    if status == STATUS_NAMES.index("PB_ERR_PARAM") and fields:
+        for k in fields:
+            rest = {n: v for n, v in fields.items() if n != k}
+            try:
+                ok = accepts(rest)
+            except (TypeError, ValueError, PyramidKVError):
+                ok = False
+            if ok:
+                named.append((k, fields[k]))
+    return PyramidKVError(status, function, named)
 
 
 class LibraryNotFound(OSError):
     """libpyramidkv.so.0 could not be loaded from any place the package
-    looks (docs/python.md, "Finding the library")."""
+    looks (docs/python.md, "Installing")."""
 
 
 # ------------------------------------------------------------- structs ---
@@ -207,28 +234,58 @@ def make_struct(cls, **fields):
     return s
 
 
-def check_u32(v, name="value"):
-    """``v`` as an int in the uint32_t range: an integer (Python or numpy)
-    or TypeError; out of range: ValueError (ctypes would wrap it)."""
+def check_int(v, name, hi):
+    """``v`` as an int in 0 .. hi: an integer (Python or numpy) or
+    TypeError (a float, even 2.0, a bool, a string); out of range:
+    ValueError (ctypes would wrap it)."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError("%s must be an integer, not the bool %r" % (name, v))
     try:
         i = operator.index(v)
     except TypeError:
         raise TypeError("%s must be an integer, not %r" % (name, v)) from None
-    if not 0 <= i <= 0xFFFFFFFF:
-        raise ValueError("%s must be an integer in 0 .. 2^32-1, not %r"
-                         % (name, v))
+    if not 0 <= i <= hi:
+        raise ValueError("%s must be an integer in 0 .. %d, not %r"
+                         % (name, hi, v))
     return i
+
+
+def check_u32(v, name="value"):
+    """check_int in the uint32_t range."""
+    return check_int(v, name, 0xFFFFFFFF)
 
 
 def check_size(v, name="value"):
+    """check_int in the size_t range (64 bits)."""
+    return check_int(v, name, (1 << 64) - 1)
+
+
+def int_array(a, name, hi):
+    """``a`` as a 1-D integer ndarray of values 0 .. hi, for a count the
+    package copies (lengths): a numpy array of any integer dtype, or a
+    sequence checked element by element as check_int does (a float or a
+    bool is a TypeError, an integer out of range a ValueError)."""
+    if isinstance(a, np.ndarray):
+        if a.dtype.kind not in "iu":
+            raise TypeError("%s: an integer array expected, not dtype %s"
+                            % (name, a.dtype))
+        if a.ndim != 1:
+            raise ValueError("%s: expected one dimension, got shape %s"
+                             % (name, a.shape))
+        if a.size and (int(a.min()) < 0 or int(a.max()) > hi):
+            raise ValueError("%s: every value must be in 0 .. %d"
+                             % (name, hi))
+        return a
+    if isinstance(a, (str, bytes)):
+        raise TypeError("%s: a sequence of integers expected, not %r"
+                        % (name, a))
     try:
-        i = operator.index(v)
+        items = list(a)
     except TypeError:
-        raise TypeError("%s must be an integer, not %r" % (name, v)) from None
-    if not 0 <= i < 1 << 64:
-        raise ValueError("%s must be an integer in 0 .. 2^64-1, not %r"
-                         % (name, v))
-    return i
+        raise TypeError("%s: a sequence of integers expected, not %r"
+                        % (name, a)) from None
+    return np.array([check_int(v, "%s[%d]" % (name, i), hi)
+                     for i, v in enumerate(items)], dtype=np.uint64)
 
 
 # ------------------------------------------------------------- loading ---
@@ -398,20 +455,44 @@ def check(status, function):
         raise PyramidKVError(status, function)
 
 
+def check_fields(status, function, fields, build, size_function):
+    """check() for a call made with the caller's ``fields`` (a dict, None
+    values left out): a PB_ERR_PARAM names the refused fields
+    (refused_fields), probed with the library's sizing query
+    ``size_function`` over the struct ``build(fields)`` makes."""
+    if not status:
+        return
+    fields = {k: v for k, v in fields.items() if v is not None}
+
+    def accepts(rest):
+        n = size_t(0)
+        return getattr(lib(), size_function)(
+            ctypes.byref(build(rest)), ctypes.byref(n)) == 0
+    raise refused_fields(status, function, fields, accepts)
+
+
 # -------------------------------------------------------------- arrays ---
 
-def f32_array(a, name, ndim=None):
-    """``a`` as a C-contiguous float32 ndarray without copying an ndarray:
-    a numpy array of another dtype raises TypeError, a non-contiguous one
-    ValueError (convert explicitly with numpy.ascontiguousarray). Other
-    sequences are converted."""
+def float_array(a, name, dtype, ndim=None):
+    """``a`` as a C-contiguous ndarray of ``dtype`` without copying an
+    ndarray: a numpy array of another dtype raises TypeError, a
+    non-contiguous one ValueError (convert explicitly with
+    numpy.ascontiguousarray). Other sequences of numbers (int or float)
+    are converted; of anything else (bools, strings, objects) TypeError."""
     if not isinstance(a, np.ndarray):
         try:
-            a = np.asarray(a, dtype=np.float32)
+            b = np.asarray(a)
         except (TypeError, ValueError) as e:
-            raise TypeError("%s: not convertible to float32 (%s)" % (name, e)) from None
-    if a.dtype != np.float32:
-        raise TypeError("%s: dtype must be float32, not %s" % (name, a.dtype))
+            raise TypeError("%s: not convertible to %s (%s)"
+                            % (name, np.dtype(dtype), e)) from None
+        if b.dtype.kind not in "iuf":
+            raise TypeError("%s: numbers expected, not %s"
+                            % (name, "bools" if b.dtype.kind == "b"
+                               else "dtype %s" % b.dtype))
+        a = np.ascontiguousarray(b, dtype=dtype)
+    if a.dtype != dtype:
+        raise TypeError("%s: dtype must be %s, not %s"
+                        % (name, np.dtype(dtype), a.dtype))
     if not a.flags.c_contiguous:
         raise ValueError("%s: the array must be C-contiguous "
                          "(numpy.ascontiguousarray)" % name)
@@ -421,12 +502,21 @@ def f32_array(a, name, ndim=None):
     return a
 
 
-def u32_array(a, name):
+def f32_array(a, name, ndim=None):
+    """float_array of float32."""
+    return float_array(a, name, np.float32, ndim)
+
+
+def u32_array(a, name, out=False):
+    """``a`` as a C-contiguous 1-D uint32 ndarray the library reads (or,
+    with ``out``, writes) in place: a numpy array of another dtype raises
+    TypeError, as does anything but an ndarray for ``out``; a sequence is
+    checked element by element (int_array) and converted."""
     if not isinstance(a, np.ndarray):
-        try:
-            a = np.asarray(a, dtype=np.uint32)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise TypeError("%s: not convertible to uint32 (%s)" % (name, e)) from None
+        if out:
+            raise TypeError("%s: a writable numpy uint32 array expected, not "
+                            "%r" % (name, type(a).__name__))
+        a = int_array(a, name, 0xFFFFFFFF).astype(np.uint32)
     if a.dtype != np.uint32:
         raise TypeError("%s: dtype must be uint32, not %s" % (name, a.dtype))
     if not a.flags.c_contiguous:
@@ -434,6 +524,8 @@ def u32_array(a, name):
     if a.ndim != 1:
         raise ValueError("%s: expected one dimension, got shape %s"
                          % (name, a.shape))
+    if out and not a.flags.writeable:
+        raise ValueError("%s: the array must be writable" % name)
     return a
 
 

@@ -183,9 +183,8 @@ class Group(_Owned):
             if lengths is None:
                 lens.fill(stride)
             else:
-                ln = np.asarray(lengths)
-                if ln.shape != (self.num_heads,) or ln.dtype.kind not in "iu" \
-                        or ln.min() < 0 or ln.max() > stride:
+                ln = _lib.int_array(lengths, "lengths", stride)
+                if ln.shape != (self.num_heads,):
                     raise ValueError("lengths: one integer 0 .. %d per head"
                                      % stride)
                 lens[:] = ln

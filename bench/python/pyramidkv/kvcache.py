@@ -111,8 +111,10 @@ def config_size(**config):
     """pb_kvcache_size: the exact bytes KVCache(**config) would allocate."""
     cfg = _make_config(config)
     n = _lib.size_t(0)
-    check(lib().pb_kvcache_size(ctypes.byref(cfg), ctypes.byref(n)),
-          "pb_kvcache_size")
+    _lib.check_fields(lib().pb_kvcache_size(ctypes.byref(cfg),
+                                            ctypes.byref(n)),
+                      "pb_kvcache_size", config, _make_config,
+                      "pb_kvcache_size")
     return int(n.value)
 
 
@@ -134,7 +136,9 @@ class KVCache(_Owned):
     share, recent_window, obs_window, pool_kernel, pool, scorer, sinks,
     capacity, prefill_scope, prefill_max_len, row_stores; enums by name or
     value); unset fields take PB_KVCACHE_CONFIG_DEFAULT's values. A refused
-    configuration raises PyramidKVError (status PB_ERR_PARAM, ...).
+    configuration raises PyramidKVError (status PB_ERR_PARAM, ...) naming
+    the refused fields. A field given as None is unset: it takes its
+    default, as an omitted one does.
     ``KVCache.from_vtable("h2o", budget=64, recent_window=8)`` creates
     through a policybook vtable instead. Close with close() or a with
     block; a closed instance raises ClosedError."""
@@ -144,8 +148,10 @@ class KVCache(_Owned):
     def __init__(self, **config):
         cfg = _make_config(config)
         h = ctypes.c_void_p()
-        check(lib().pb_kvcache_create(ctypes.byref(cfg), None,
-                                      ctypes.byref(h)), "pb_kvcache_create")
+        _lib.check_fields(lib().pb_kvcache_create(ctypes.byref(cfg), None,
+                                                  ctypes.byref(h)),
+                          "pb_kvcache_create", config, _make_config,
+                          "pb_kvcache_size")
         self._adopt(h.value, cfg.prefill_max_len)
         self.config = {n: getattr(cfg, n) for n in _lib.CONFIG_FIELDS}
 
@@ -247,9 +253,7 @@ class KVCache(_Owned):
         if out is None:
             v_addr, v_cap = self._victims_addr, self._victims.size
         else:
-            out = _lib.u32_array(out, "out")
-            if not out.flags.writeable:
-                raise ValueError("out: the array must be writable")
+            out = _lib.u32_array(out, "out", out=True)
             v_addr, v_cap = out.ctypes.data, out.size
         with self._lock:
             h = self._handle()

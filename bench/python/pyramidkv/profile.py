@@ -20,12 +20,16 @@ from .kvcache import _Owned
 
 def profile_size(num_layers=32, max_len=4096):
     """pb_profile_size: the exact bytes Profile(...) allocates."""
-    p = _lib.make_struct(_lib.ProfileParams, num_layers=num_layers,
-                         max_len=max_len)
+    fields = dict(num_layers=num_layers, max_len=max_len)
+    p = _params(fields)
     n = _lib.size_t(0)
-    check(lib().pb_profile_size(ctypes.byref(p), ctypes.byref(n)),
-          "pb_profile_size")
+    _lib.check_fields(lib().pb_profile_size(ctypes.byref(p), ctypes.byref(n)),
+                      "pb_profile_size", fields, _params, "pb_profile_size")
     return int(n.value)
+
+
+def _params(fields):
+    return _lib.make_struct(_lib.ProfileParams, **fields)
 
 
 def fit_ratio(weights, max_ratio=8):
@@ -64,9 +68,7 @@ def cake_weights(preference):
     """pb_cake_weights: the cake schedule's uint32 weights from the layers'
     preferences (float64)."""
     _require_cake()
-    pr = np.ascontiguousarray(preference, dtype=np.float64)
-    if pr.ndim != 1:
-        raise ValueError("preference: one value per layer")
+    pr = _lib.float_array(preference, "preference", np.float64, (1,))
     out = np.empty(max(pr.size, 1), dtype=np.uint32)
     check(lib().pb_cake_weights(_lib.addr(pr), pr.size, _lib.addr(out),
                                 out.size), "pb_cake_weights")
@@ -79,11 +81,13 @@ class Profile(_Owned):
     _what = "the pb_profile"
 
     def __init__(self, num_layers=32, max_len=4096):
-        p = _lib.make_struct(_lib.ProfileParams, num_layers=num_layers,
-                             max_len=max_len)
+        fields = dict(num_layers=num_layers, max_len=max_len)
+        p = _params(fields)
         h = ctypes.c_void_p()
-        check(lib().pb_profile_create(ctypes.byref(p), None, ctypes.byref(h)),
-              "pb_profile_create")
+        _lib.check_fields(lib().pb_profile_create(ctypes.byref(p), None,
+                                                  ctypes.byref(h)),
+                          "pb_profile_create", fields, _params,
+                          "pb_profile_size")
         self._h = h.value
         self._lock = threading.Lock()
         self.num_layers = p.num_layers
@@ -116,8 +120,8 @@ class Profile(_Owned):
         if lengths is None:
             lens = [w] * n
         else:
-            lens = [int(x) for x in lengths]
-            if len(lens) != n or any(not 0 <= x <= w for x in lens):
+            lens = _lib.int_array(lengths, "lengths", w).tolist()
+            if len(lens) != n:
                 raise ValueError("lengths: one per row, each 0 .. %d" % w)
         layer = check_u32(layer, "layer")
         base = _lib.addr(a)

@@ -103,7 +103,8 @@ def qk_size(**config):
     _require()
     c = _qk_config(config)
     n = _lib.size_t(0)
-    check(lib().pb_qk_size(ctypes.byref(c), ctypes.byref(n)), "pb_qk_size")
+    _lib.check_fields(lib().pb_qk_size(ctypes.byref(c), ctypes.byref(n)),
+                      "pb_qk_size", config, _qk_config, "pb_qk_size")
     return int(n.value)
 
 
@@ -130,20 +131,23 @@ class QK(_Owned):
         _require()
         c = _qk_config(config)
         h = ctypes.c_void_p()
-        check(lib().pb_qk_create(ctypes.byref(c), None, ctypes.byref(h)),
-              "pb_qk_create")
+        _lib.check_fields(lib().pb_qk_create(ctypes.byref(c), None,
+                                             ctypes.byref(h)),
+                          "pb_qk_create", config, _qk_config, "pb_qk_size")
         self._h = h.value
         self._lock = threading.Lock()
         self.head_dim, self.group = c.head_dim, c.group
         self.key_dtype = _KEY_DTYPES.get(c.key_type)
 
-    def _q(self, q):
+    def _q(self, q, decode=False):
         a = _lib.f32_array(q, "q", (2, 3))
         if a.ndim == 2:
             a = a.reshape(a.shape[0], 1, a.shape[1])
-        if a.shape[0] != self.group or a.shape[2] != self.head_dim:
-            raise ValueError("q: expected [group=%d, rows, head_dim=%d], got "
-                             "%s" % (self.group, self.head_dim, q.shape))
+        if a.shape[0] != self.group or a.shape[2] != self.head_dim or \
+                (decode and a.shape[1] != 1):
+            raise ValueError("q: expected [group=%d, %shead_dim=%d], got %s"
+                             % (self.group, "" if decode else "rows, ",
+                                self.head_dim, q.shape))
         return a
 
     def _k(self, k):
@@ -170,12 +174,11 @@ class QK(_Owned):
 
     def observe(self, cache, pos, q, k):
         """pb_qk_observe: a decode step of ``cache`` (a KVCache) scored from
-        the new token's queries q [group, head_dim] over keys k (the held
+        the new token's queries q [group, head_dim] (one row per query
+        head; [group, 1, head_dim] is accepted too) over keys k (the held
         positions' keys in held order, optionally followed by the new
         token's own)."""
-        a, kk = self._q(q), self._k(k)
-        if a.shape[1] != 1:
-            raise ValueError("q: one row per query head for a decode step")
+        a, kk = self._q(q, decode=True), self._k(k)
         pos = _pos(pos)
         with self._lock, cache._lock:
             check(lib().pb_qk_observe(
@@ -183,19 +186,27 @@ class QK(_Owned):
                 self.head_dim, kk.ctypes.data, self.head_dim, kk.shape[0]),
                 "pb_qk_observe")
 
-    def prefill(self, cache, q, k, budget=0xFFFFFFFF):
+    def prefill(self, cache, q, k, budget=0xFFFFFFFF, victims=False):
         """pb_qk_prefill: compresses a prompt of len(k) positions in
         ``cache`` (fresh, window scorer) from the observation window's
-        queries q [group, rows, head_dim]. Returns the kept positions."""
+        queries q [group, rows, head_dim]. Returns the kept positions only
+        (uint32, ascending), or (kept, victims) with victims=True. The
+        prompt's K/V rows are in position order, so the victims are the
+        rows to drop: compact_rows(victims, k, v) leaves row i holding the
+        i-th kept position, the held order decode steps go on with."""
         a, kk = self._q(q), self._k(k)
         rows, length = a.shape[1], kk.shape[0]
         kept = np.empty(max(length, 1), dtype=np.uint32)
+        vic = np.empty(max(length, 1), dtype=np.uint32) if victims else None
         n = _lib.size_t(0)
         with self._lock, cache._lock:
             check(lib().pb_qk_prefill(
                 self._handle(), cache._handle(), a.ctypes.data,
                 rows * self.head_dim, self.head_dim, rows, kk.ctypes.data,
                 self.head_dim, length, check_u32(budget, "budget"),
-                kept.ctypes.data, kept.size, None, 0, ctypes.byref(n)),
+                kept.ctypes.data, kept.size,
+                vic.ctypes.data if victims else None,
+                vic.size if victims else 0, ctypes.byref(n)),
                 "pb_qk_prefill")
-        return kept[:n.value]
+        held = kept[:n.value]
+        return (held, vic[:length - n.value]) if victims else held

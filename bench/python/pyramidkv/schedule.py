@@ -15,7 +15,7 @@ from . import _lib
 from ._lib import check, check_u32, lib
 
 KINDS = ("arithmetic", "uniform", "kvfactory", "kvfactory-balanced", "taper",
-         "curve", "geometric", "profile")
+         "curve", "geometric", "profile", "cake")
 
 
 def pyramid_budget(budget, layer, num_layers, pyramid_ratio):
@@ -79,12 +79,26 @@ def schedule_shares(kind="arithmetic", num_layers=1, budget=512, **params):
 
     ``params`` are the pb_schedule fields the kind reads: ratio, window,
     beta, prompt_len, sinks, gamma_milli, min_share, taper_beta, and
-    weights (profile: num_layers non-negative integers). Unset fields take
-    PB_SCHEDULE_DEFAULT's values. A refused schedule raises PyramidKVError
-    with the library's status."""
-    weights = params.pop("weights", None)
-    s = _lib.make_struct(_lib.Schedule, kind=kind_value(kind),
-                         num_layers=num_layers, budget=budget, **params)
+    weights (profile, cake: num_layers integers 0 .. 2^32-1). Unset (or
+    None) fields take PB_SCHEDULE_DEFAULT's values. A refused schedule
+    raises PyramidKVError with the library's status, naming the refused
+    fields for PB_ERR_PARAM."""
+    k = kind_value(kind)
+    fields = dict(params, num_layers=num_layers, budget=budget)
+    st, out, total = _shares(k, fields)
+    if st:
+        raise _lib.refused_fields(
+            st, "pb_kvcache_schedule_shares",
+            {f: v for f, v in fields.items() if v is not None},
+            lambda rest: _shares(k, rest)[0] == 0)
+    return out, total
+
+
+def _shares(kind, fields):
+    """(status, shares, total) of one pb_kvcache_schedule_shares call."""
+    fields = dict(fields)
+    weights = fields.pop("weights", None)
+    s = _lib.make_struct(_lib.Schedule, kind=kind, **fields)
     keep = None
     if weights is not None:
         keep = _lib.u32_array(weights, "weights")
@@ -95,11 +109,10 @@ def schedule_shares(kind="arithmetic", num_layers=1, budget=512, **params):
     n = s.num_layers
     out = np.zeros(max(n, 1), dtype=np.uint32)
     total = _lib.u64(0)
-    check(lib().pb_kvcache_schedule_shares(ctypes.byref(s), _lib.addr(out),
-                                           out.size, ctypes.byref(total)),
-          "pb_kvcache_schedule_shares")
+    st = lib().pb_kvcache_schedule_shares(ctypes.byref(s), _lib.addr(out),
+                                          out.size, ctypes.byref(total))
     del keep
-    return out[:n], int(total.value)
+    return st, out[:n], int(total.value)
 
 
 @dataclass
