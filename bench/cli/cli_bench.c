@@ -65,7 +65,7 @@ static void help(FILE *out) {
         "  --per-layer    also print every layer: entropy, share, mass, recall\n"
         "  --schedule S   compare schedules instead of ratios, at the same budget:\n"
         "                 arithmetic, uniform, kvfactory, kvfactory-balanced,\n"
-        "                 taper, curve, geometric, profile (`pyramidkv plan\n"
+        "                 taper, curve, geometric, profile, cake (`pyramidkv plan\n"
         "                 --help`). Each layer's instance gets its share from the\n"
         "                 schedule; the shares column is each schedule's real total\n"
         "                 and \"vs LxB\" what it spends beyond layers x budget (the\n"

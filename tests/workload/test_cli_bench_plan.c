@@ -421,6 +421,17 @@ static void test_bench_schedules(void **state) {
     assert_non_null(strstr(out, "kvfactory spends +"));
     free(out);
     cli_expect_usage_error("bench --schedule nope", "--schedule");
+    cli_expect_usage_error("bench --schedule cake --layers 4",
+                           "--weights is required for the cake schedule");
+    doc = cli_json("bench --schedule uniform,cake --weights 4,3,2,1 "
+                   "--budget 64 --trace flat --layers 4 --json");
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(doc, "results");
+    assert_int_equal(cJSON_GetArraySize(res), 2);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetArrayItem(res, 1), "schedule")
+                            ->valuestring,
+                        "cake");
+    cJSON_Delete(doc);
     cli_expect_usage_error("bench --schedule kvfactory --gamma 1", "--gamma");
     cli_expect_usage_error("bench --schedule curve --ratio 2,4", "--ratio");
     cli_expect_usage_error("bench --schedule uniform --ratio 2", "--ratio");
