@@ -19,28 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "pyramidkv/pyramidkv.h"
 #include "qk_reference.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(int ok, const char *what) {
-    if (ok) return;
-    fprintf(stderr, "FUZZ FINDING: qk: %s\n", what);
-    fflush(stderr);
-    abort();
-}
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint32_t take8(reader *r) {
-    if (r->n == 0u) return 0u;
-    --r->n;
-    return *r->p++;
-}
+static uint32_t take8(reader *r) { return fuzz_byte(r); }
 
 static uint32_t take16(reader *r) { return take8(r) << 8 | take8(r); }
 

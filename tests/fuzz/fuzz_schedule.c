@@ -16,24 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define MAX_L 96u
 #define CANARY 0xA5A5A5A5u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check(int ok, const char *what) {
-    if (ok) return;
-    fprintf(stderr, "FUZZ FINDING: schedule: %s\n", what);
-    fflush(stderr);
-    abort();
-}
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
 
 static uint32_t take32(reader *r) {
     uint32_t v = 0;
