@@ -275,17 +275,7 @@ int fz_create_compat(fz_ctx *c) {
  * range, small) or now and then wild. */
 static void gen_config(fz_reader *r, const pb_kvcache_pyramidkv_params *p,
                        const pb_kvcache_options *o, pb_kvcache_config *out) {
-    pb_kvcache_config k = PB_KVCACHE_CONFIG_DEFAULT;
-    k.budget = p->budget;
-    k.layer = p->layer;
-    k.num_layers = p->num_layers;
-    k.pyramid_ratio = p->pyramid_ratio;
-    k.recent_window = p->recent_window;
-    k.obs_window = p->obs_window;
-    k.pool_kernel = p->pool_kernel;
-    k.pool = o->pool;
-    k.capacity = o->capacity;
-    k.prefill_scope = o->prefill_scope;
+    pb_kvcache_config k = ref_config_of(p, o);
     k.prefill_max_len = 0u;
     const uint8_t wild = fz_rd_u8(r) % 4u == 0u ? fz_rd_u8(r) : 0u;
     k.scorer = fz_rd_u8(r) % 5u;

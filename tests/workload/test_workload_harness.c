@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "wl_assert.h"
 #include "workload_harness.h"
 #include "workload_ref_vtable.h"
 
@@ -144,14 +145,7 @@ static void test_library_matches_reference(void **state) {
         p.vtable = &pb_wl_test_ref_vtable;
         p.kept_count = pb_wl_test_ref_kept_count;
         run_ok(&p, ref, NULL);
-        for (size_t c = 0; c < 3; ++c)
-            for (uint32_t l = 0; l < 6; ++l) {
-                assert_true(lib[c].layers[l].retained_sum ==
-                            ref[c].layers[l].retained_sum);
-                assert_int_equal(lib[c].layers[l].hits, ref[c].layers[l].hits);
-                assert_int_equal(lib[c].layers[l].evictions,
-                                 ref[c].layers[l].evictions);
-            }
+        wl_assert_same_layers(lib, ref, 3, 6);
         pb_wl_result_free(lib, 3);
         pb_wl_result_free(ref, 3);
     }
