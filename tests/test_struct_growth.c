@@ -28,6 +28,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "struct_growth.h"
+#include "test_configs.h"
 
 /* A library layout one field longer than T's: the appended field and its
  * (non-zero) default. */
@@ -105,9 +106,7 @@ static void older_config_read(void **state) {
 
 static void older_profile_params_read(void **state) {
     (void)state;
-    pb_profile_params caller = PB_PROFILE_PARAMS_DEFAULT;
-    caller.num_layers = 3u;
-    caller.max_len = 50u;
+    pb_profile_params caller = pbt_profile_params(3u, 50u);
     void *old = older_caller(&caller, PB__PROFILE_PARAMS_SIZE_0_2);
     GROWN(pb_profile_params) lib;
     const pb_profile_params defaults = PB_PROFILE_PARAMS_DEFAULT;

@@ -23,6 +23,7 @@
 #include "counting_allocator.h"
 #include "fp_env.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -178,9 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pb_profile_destroy(a); /* a wide shape: the program is not run */
         return 0;
     }
-    pb_profile_params pb_params = PB_PROFILE_PARAMS_DEFAULT;
-    pb_params.num_layers = layers;
-    pb_params.max_len = max_len;
+    pb_profile_params pb_params = pbt_profile_params(layers, max_len);
     counting_allocator ca;
     ca_init(&ca);
     const pb_allocator alloc = ca_allocator(&ca);

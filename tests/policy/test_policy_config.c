@@ -20,6 +20,7 @@
 #include "counting_allocator.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 /* ------------------------------------------------------------------------ */
@@ -152,9 +153,7 @@ static void null_arguments(void **state) {
 
 static void explicit_share_is_the_effective_share(void **state) {
     (void)state;
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = 100u;
-    c.recent_window = 10u;
+    pb_kvcache_config c = pbt_kvcache_config(100u, 10u);
     const uint32_t shares[] = {1u, 10u, 11u, 57u, 100u, 1000u};
     const uint32_t want[] = {11u, 11u, 11u, 57u, 100u, 1000u};
     for (size_t i = 0; i < sizeof shares / sizeof shares[0]; ++i) {

@@ -18,6 +18,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "qk_reference.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 /* A random float of a few magnitudes, with exact zeros now and then. */
@@ -157,9 +158,7 @@ static void observe_feed_equals(void **state) {
     enum { D = 16, G = 4, STEPS = 120 };
     for (uint32_t scorer = 0; scorer <= (uint32_t)PB_SCORER_NONE; ++scorer) {
         pbt_rng g = {7u + scorer};
-        pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
-        cfg.budget = 24u;
-        cfg.recent_window = 4u;
+        pb_kvcache_config cfg = pbt_kvcache_config(24u, 4u);
         cfg.obs_window = 5u;
         cfg.pool_kernel = 3u;
         cfg.scorer = scorer;
@@ -221,9 +220,7 @@ static void prefill_feed_equals(void **state) {
     static float keys[LEN * D], q[G * ROWS * D], block[ROWS * LEN];
     for (size_t j = 0; j < LEN * D; ++j) keys[j] = draw(&g);
     for (size_t j = 0; j < G * ROWS * D; ++j) q[j] = draw(&g);
-    pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
-    cfg.budget = 64u;
-    cfg.recent_window = ROWS;
+    pb_kvcache_config cfg = pbt_kvcache_config(64u, ROWS);
     cfg.obs_window = ROWS;
     cfg.prefill_max_len = LEN;
     for (uint32_t scope = 0; scope < 2u; ++scope) {
