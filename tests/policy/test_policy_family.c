@@ -320,11 +320,9 @@ static void sliding_window_drops_the_oldest(void **state) {
 
 static pb_kvcache *make(uint32_t scorer, uint32_t sinks, uint32_t budget,
                         uint32_t recent) {
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    pb_kvcache_config c = pbt_kvcache_config(budget, recent);
     c.scorer = scorer;
     c.sinks = sinks;
-    c.budget = budget;
-    c.recent_window = recent;
     pb_kvcache *k = NULL;
     assert_int_equal(pb_kvcache_create(&c, NULL, &k), PB_OK);
     return k;
