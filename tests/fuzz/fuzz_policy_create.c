@@ -162,15 +162,23 @@ static int vtable_made(fz_ctx *c, pb_status ss, pb_kvcache *out,
     return 1;
 }
 
+/* The input of a native create: a flags byte (returned), the params and
+ * the options, read in that order. */
+static uint8_t gen_native(fz_reader *r, pb_kvcache_pyramidkv_params *p,
+                          pb_kvcache_options *o) {
+    const uint8_t flags = fz_rd_u8(r);
+    gen_params(r, p);
+    gen_options(r, o, p->recent_window);
+    return flags;
+}
+
 /* Returns 1 with c->pol and c->ref created, 0 when the input's create was
  * (correctly) refused. */
 int fz_create_native(fz_ctx *c) {
     fz_op = "create (native)";
-    const uint8_t flags = fz_rd_u8(&c->rd);
     pb_kvcache_pyramidkv_params p;
     pb_kvcache_options o;
-    gen_params(&c->rd, &p);
-    gen_options(&c->rd, &o, p.recent_window);
+    const uint8_t flags = gen_native(&c->rd, &p, &o);
     const pb_kvcache_pyramidkv_params *pp = (flags & 3u) == 0u ? NULL : &p;
     const pb_kvcache_options *po = (flags & 4u) == 0u ? NULL : &o;
     const pb_kvcache_options default_options = PB_KVCACHE_OPTIONS_DEFAULT;
@@ -298,11 +306,9 @@ static int model_refuses_config(const pb_kvcache_config *k) {
 
 int fz_create_scorers(fz_ctx *c) {
     fz_op = "create (scorers)";
-    const uint8_t flags = fz_rd_u8(&c->rd);
     pb_kvcache_pyramidkv_params p;
     pb_kvcache_options o;
-    gen_params(&c->rd, &p);
-    gen_options(&c->rd, &o, p.recent_window);
+    const uint8_t flags = gen_native(&c->rd, &p, &o);
     pb_kvcache_config k;
     gen_config(&c->rd, &p, &o, &k);
     const pb_kvcache_config *kp = (flags & 3u) == 0u ? NULL : &k;

@@ -108,24 +108,28 @@ static void profile_size_bytes_null(void **state) {
     assert_int_equal(pb_profile_size(&p, NULL), PB_ERR_NULL);
 }
 
+/* One field of *p (a member of it): 0 and over are refused, ok sized. */
+static void expect_field_bounds(pb_profile_params *p, uint32_t *field,
+                                uint32_t over, uint32_t ok) {
+    *field = 0u;
+    expect_size(p, PB_ERR_PARAM);
+    *field = over;
+    expect_size(p, PB_ERR_PARAM);
+    *field = ok;
+    expect_size(p, PB_OK);
+}
+
 static void profile_size_layers_bounds(void **state) {
     (void)state;
     pb_profile_params p = params(0u, 8u);
-    expect_size(&p, PB_ERR_PARAM);
-    p.num_layers = PB_PROFILE_MAX_LAYERS + 1u;
-    expect_size(&p, PB_ERR_PARAM);
-    p.num_layers = 1u;
-    expect_size(&p, PB_OK);
+    expect_field_bounds(&p, &p.num_layers, PB_PROFILE_MAX_LAYERS + 1u, 1u);
 }
 
 static void profile_size_max_len_bounds(void **state) {
     (void)state;
     pb_profile_params p = params(1u, 0u);
-    expect_size(&p, PB_ERR_PARAM);
-    p.max_len = PB_PROFILE_MAX_LEN + 1u;
-    expect_size(&p, PB_ERR_PARAM);
-    p.max_len = PB_PROFILE_MAX_LEN;
-    expect_size(&p, PB_OK);
+    expect_field_bounds(&p, &p.max_len, PB_PROFILE_MAX_LEN + 1u,
+                        PB_PROFILE_MAX_LEN);
 }
 
 static void profile_size_struct_size_short(void **state) {
