@@ -237,6 +237,11 @@ int pb__vr_step_fail(case_state *c, const policy_case *pc, const char *fmt,
  * null "args" counts as []); NULL with the step failed otherwise. */
 const cJSON *pb__vr_step_args(case_state *c, const policy_case *pc,
                               const cJSON *step, int want_min, int want_max);
+/* pb__vr_step_args whose first item is a position, read into *pos; NULL
+ * with the step failed otherwise. */
+const cJSON *pb__vr_step_pos_args(case_state *c, const policy_case *pc,
+                                  const cJSON *step, int want_min,
+                                  int want_max, uint32_t *pos);
 /* The optional "expectStatus" (default PB_OK); *given tells whether it was
  * there. */
 int pb__vr_step_status(case_state *c, const policy_case *pc,
@@ -245,6 +250,11 @@ int pb__vr_step_status(case_state *c, const policy_case *pc,
  * absent). */
 int pb__vr_step_refuse(case_state *c, const policy_case *pc,
                        const cJSON *step, const char *key);
+/* A step that reads an integer back (effectiveBudget, keptCount,
+ * capacity, sinkCount): no args, "expect" an integer equal to got;
+ * counts the step in *counter. */
+int pb__vr_step_count(case_state *c, policy_case *pc, const cJSON *step,
+                      uint64_t got, size_t *counter);
 /* 1 when want == got, else 0 with the step failed. */
 int pb__vr_check_status(case_state *c, const policy_case *pc, pb_status want,
                         pb_status got);
