@@ -118,33 +118,19 @@ VR_MEMBER_FUNCTIONS(tova)
 VR_MEMBER_FUNCTIONS(streaming_llm)
 VR_MEMBER_FUNCTIONS(sliding_window)
 
-static pb_kvcache *compat_h2o(const vr_params *p) {
-    const pb_kvcache_h2o_params hp = {p->family.budget,
-                                      p->family.recent_window};
-    return pb_kvcache_h2o.create(&hp, NULL, NULL);
-}
+/* compat_NAME: the member through its vtable, params {__VA_ARGS__}. */
+#define VR_COMPAT(name, ...)                                                 \
+    static pb_kvcache *compat_##name(const vr_params *p) {                   \
+        const pb_kvcache_##name##_params v = {__VA_ARGS__};                 \
+        return pb_kvcache_##name.create(&v, NULL, NULL);                     \
+    }
 
-static pb_kvcache *compat_scissorhands(const vr_params *p) {
-    const pb_kvcache_scissorhands_params sp = {p->family.budget,
-                                               p->family.recent_window};
-    return pb_kvcache_scissorhands.create(&sp, NULL, NULL);
-}
-
-static pb_kvcache *compat_tova(const vr_params *p) {
-    const pb_kvcache_tova_params tp = {p->family.budget};
-    return pb_kvcache_tova.create(&tp, NULL, NULL);
-}
-
-static pb_kvcache *compat_streaming_llm(const vr_params *p) {
-    const pb_kvcache_streaming_llm_params sp = {p->family.budget,
-                                                p->family.sinks};
-    return pb_kvcache_streaming_llm.create(&sp, NULL, NULL);
-}
-
-static pb_kvcache *compat_sliding_window(const vr_params *p) {
-    const pb_kvcache_sliding_window_params wp = {p->family.budget};
-    return pb_kvcache_sliding_window.create(&wp, NULL, NULL);
-}
+VR_COMPAT(h2o, p->family.budget, p->family.recent_window)
+VR_COMPAT(scissorhands, p->family.budget, p->family.recent_window)
+VR_COMPAT(tova, p->family.budget)
+VR_COMPAT(streaming_llm, p->family.budget, p->family.sinks)
+VR_COMPAT(sliding_window, p->family.budget)
+#undef VR_COMPAT
 
 static const pb__vr_call h2o_calls[] = {{"scoreOf", pb__vr_step_score_of},
                                         {NULL, NULL}};
