@@ -41,25 +41,13 @@ static int parse_member(case_state *c, const cJSON *jp,
     params->family.budget = m->budget;
     params->family.recent_window = m->recent_window;
     params->family.sinks = m->sinks;
-    if (jp == NULL) return 1;
-    if (!cJSON_IsObject(jp)) {
-        pb__vr_fail(c, "malformed: \"params\" must be an object");
-        return 0;
-    }
-    if (!pb__vr_check_keys(c, jp, "\"params\"", m->keys)) return 0;
+    const int obj = pb__vr_object_keys(c, jp, "\"params\"", m->keys);
+    if (obj <= 0) return obj < 0;
     const char *const names[] = {"budget", "recentWindow", "sinks"};
     uint32_t *const fields[] = {&params->family.budget,
                                 &params->family.recent_window,
                                 &params->family.sinks};
-    for (size_t i = 0; i < 3; ++i) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(jp, names[i]);
-        if (v != NULL && !pb__vr_get_u32(v, fields[i])) {
-            pb__vr_fail(c, "malformed: params.%s must be an integer 0..4294967295",
-                        names[i]);
-            return 0;
-        }
-    }
-    return 1;
+    return pb__vr_read_u32s(c, jp, "params", names, fields, 3);
 }
 
 /* The native config the member's vtable means (docs/spec.md §13.6: one

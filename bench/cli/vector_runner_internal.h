@@ -125,6 +125,17 @@ int pb__vr_get_named(const cJSON *v, const char *n0, const char *n1,
 int pb__vr_check_keys(case_state *c, const cJSON *obj, const char *what,
                       const char *const *allowed);
 
+/* An optional object `what`: -1 when absent (NULL), 1 when an object
+ * whose keys pass pb__vr_check_keys, 0 with the case failed otherwise. */
+int pb__vr_object_keys(case_state *c, const cJSON *obj, const char *what,
+                       const char *const *allowed);
+/* Reads each of the n keys names[i] present in obj into *fields[i]; 0 with
+ * the case failed ("malformed: prefix.name must be an integer
+ * 0..4294967295") at the first that is not one. */
+int pb__vr_read_u32s(case_state *c, const cJSON *obj, const char *prefix,
+                     const char *const *names, uint32_t *const *fields,
+                     size_t n);
+
 /* ------------------------------------------------------------------------ */
 /* Families (vector_families.c).                                            */
 
