@@ -68,6 +68,16 @@ void pb__vr_msg_add_u32_list(msgbuf *m, const uint32_t *v, size_t n) {
     pb__vr_msg_add(m, "]");
 }
 
+/* Adds "[want...], got [got...]" to m: the tail of an "expected"
+ * message. */
+void pb__vr_msg_add_expected_got(msgbuf *m, const uint32_t *want,
+                                 size_t n_want, const uint32_t *got,
+                                 size_t n_got) {
+    pb__vr_msg_add_u32_list(m, want, n_want);
+    pb__vr_msg_add(m, ", got ");
+    pb__vr_msg_add_u32_list(m, got, n_got);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Failures.                                                                */
 

@@ -90,6 +90,10 @@ const char *pb__vr_status_name(pb_status s);
 
 void pb__vr_msg_add(msgbuf *m, const char *fmt, ...) PB__VR_PRINTF(2, 3);
 void pb__vr_msg_add_u32_list(msgbuf *m, const uint32_t *v, size_t n);
+/* Adds "[want...], got [got...]" (the tail of an "expected" message). */
+void pb__vr_msg_add_expected_got(msgbuf *m, const uint32_t *want,
+                                 size_t n_want, const uint32_t *got,
+                                 size_t n_got);
 
 /* Formats d with the fewest significant digits that read back as the same
  * double, so 0.1 prints as 0.1 and not 0.10000000000000001. */

@@ -195,9 +195,7 @@ int pb__vr_step_evict(case_state *c, policy_case *pc, const cJSON *step) {
         } else if (n != n_expect ||
                    (n && memcmp(victims, expect, n * sizeof *victims) != 0)) {
             pb__vr_step_fail(c, pc, "evict(%lu): expected ", (unsigned long)budget);
-            pb__vr_msg_add_u32_list(&c->msg, expect, n_expect);
-            pb__vr_msg_add(&c->msg, ", got ");
-            pb__vr_msg_add_u32_list(&c->msg, victims, n);
+            pb__vr_msg_add_expected_got(&c->msg, expect, n_expect, victims, n);
             ok = 0;
         }
     }
@@ -271,9 +269,7 @@ int pb__vr_step_kept_positions(case_state *c, policy_case *pc, const cJSON *step
     } else if (n != n_expect ||
                (n && memcmp(got, expect, n * sizeof *got) != 0)) {
         pb__vr_step_fail(c, pc, "expected ");
-        pb__vr_msg_add_u32_list(&c->msg, expect, n_expect);
-        pb__vr_msg_add(&c->msg, ", got ");
-        pb__vr_msg_add_u32_list(&c->msg, got, n);
+        pb__vr_msg_add_expected_got(&c->msg, expect, n_expect, got, n);
         ok = 0;
     }
     free(got);
