@@ -24,19 +24,25 @@ pb_status ref_create(ref_policy *r, const pb_kvcache_pyramidkv_params *params,
     const pb_kvcache_options dopt = PB_KVCACHE_OPTIONS_DEFAULT;
     const pb_kvcache_pyramidkv_params p = params ? *params : dp;
     const pb_kvcache_options o = options ? *options : dopt;
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = p.budget;
-    c.layer = p.layer;
-    c.num_layers = p.num_layers;
-    c.pyramid_ratio = p.pyramid_ratio;
-    c.recent_window = p.recent_window;
-    c.obs_window = p.obs_window;
-    c.pool_kernel = p.pool_kernel;
-    c.pool = o.pool;
-    c.capacity = o.capacity;
-    c.prefill_scope = o.prefill_scope;
-    c.prefill_max_len = o.prefill_max_len;
+    const pb_kvcache_config c = ref_config_of(&p, &o);
     return ref_create_config(r, &c);
+}
+
+pb_kvcache_config ref_config_of(const pb_kvcache_pyramidkv_params *p,
+                                const pb_kvcache_options *o) {
+    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    c.budget = p->budget;
+    c.layer = p->layer;
+    c.num_layers = p->num_layers;
+    c.pyramid_ratio = p->pyramid_ratio;
+    c.recent_window = p->recent_window;
+    c.obs_window = p->obs_window;
+    c.pool_kernel = p->pool_kernel;
+    c.pool = o->pool;
+    c.capacity = o->capacity;
+    c.prefill_scope = o->prefill_scope;
+    c.prefill_max_len = o->prefill_max_len;
+    return c;
 }
 
 pb_status ref_create_config(ref_policy *r, const pb_kvcache_config *c) {

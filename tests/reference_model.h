@@ -46,6 +46,10 @@ typedef struct ref_policy {
  * model is for tests). */
 pb_status ref_create(ref_policy *r, const pb_kvcache_pyramidkv_params *params,
                      const pb_kvcache_options *options);
+/* The pb_kvcache_config with the same values as params and options (both
+ * non-NULL): the versioned door's view of the 0.1 door's arguments. */
+pb_kvcache_config ref_config_of(const pb_kvcache_pyramidkv_params *p,
+                                const pb_kvcache_options *o);
 /* Validates a full pb_kvcache_config (struct_size ignored) like
  * pb_kvcache_create and allocates with malloc; the same statuses. */
 pb_status ref_create_config(ref_policy *r, const pb_kvcache_config *config);

@@ -38,6 +38,21 @@ static pb_status run(const pb_schedule *s, uint32_t *shares, uint64_t *total) {
     return pb_kvcache_schedule_shares(s, shares, MAXL, total);
 }
 
+/* Runs s, which must succeed; returns the total. */
+static uint64_t run_ok(const pb_schedule *s, uint32_t *shares) {
+    uint64_t total = 0;
+    assert_int_equal(run(s, shares, &total), PB_OK);
+    return total;
+}
+
+/* A kvfactory schedule of the facts: 32 layers, window 8, beta 20. */
+static pb_schedule kvf_sched(uint32_t kind, uint32_t budget) {
+    pb_schedule s = sched(kind, 32u, budget);
+    s.window = 8u;
+    s.beta = 20u;
+    return s;
+}
+
 static uint64_t sum_of(const uint32_t *v, uint32_t n) {
     uint64_t t = 0;
     for (uint32_t i = 0; i < n; ++i) t += v[i];
@@ -49,12 +64,9 @@ static uint64_t sum_of(const uint32_t *v, uint32_t n) {
 
 static void fact_kvfactory_overshoot(void **state) {
     (void)state;
-    pb_schedule s = sched(PB_SCHEDULE_KVFACTORY, 32u, 64u);
-    s.window = 8u;
-    s.beta = 20u;
+    pb_schedule s = kvf_sched(PB_SCHEDULE_KVFACTORY, 64u);
     uint32_t sh[MAXL];
-    uint64_t total = 0;
-    assert_int_equal(run(&s, sh, &total), PB_OK);
+    const uint64_t total = run_ok(&s, sh);
     assert_int_equal(sh[0], 118u);
     assert_int_equal(sh[31], 25u);
     for (uint32_t l = 0; l < 32u; ++l) assert_int_equal(sh[l], 118u - 3u * l);
@@ -64,13 +76,10 @@ static void fact_kvfactory_overshoot(void **state) {
 
 static void fact_kvfactory_long_prompt(void **state) {
     (void)state;
-    pb_schedule s = sched(PB_SCHEDULE_KVFACTORY, 32u, 2048u);
-    s.window = 8u;
-    s.beta = 20u;
+    pb_schedule s = kvf_sched(PB_SCHEDULE_KVFACTORY, 2048u);
     s.prompt_len = 8192u;
     uint32_t sh[MAXL];
-    uint64_t total = 0;
-    assert_int_equal(run(&s, sh, &total), PB_OK);
+    const uint64_t total = run_ok(&s, sh);
     assert_int_equal(sh[0], 3986u);
     assert_int_equal(sh[31], 111u);
     for (uint32_t l = 0; l < 32u; ++l) assert_int_equal(sh[l], 3986u - 125u * l);
@@ -79,12 +88,9 @@ static void fact_kvfactory_long_prompt(void **state) {
 
 static void fact_kvfactory_balanced(void **state) {
     (void)state;
-    pb_schedule s = sched(PB_SCHEDULE_KVFACTORY_BALANCED, 32u, 64u);
-    s.window = 8u;
-    s.beta = 20u;
+    pb_schedule s = kvf_sched(PB_SCHEDULE_KVFACTORY_BALANCED, 64u);
     uint32_t sh[MAXL];
-    uint64_t total = 0;
-    assert_int_equal(run(&s, sh, &total), PB_OK);
+    const uint64_t total = run_ok(&s, sh);
     static const uint32_t head[4] = {118u, 115u, 111u, 108u};
     static const uint32_t tail[4] = {20u, 17u, 13u, 10u};
     for (uint32_t i = 0; i < 4u; ++i) {
@@ -101,8 +107,7 @@ static void fact_taper(void **state) {
     s.sinks = 4u;
     s.taper_beta = 2.0;
     uint32_t sh[MAXL];
-    uint64_t total = 0;
-    assert_int_equal(run(&s, sh, &total), PB_OK);
+    const uint64_t total = run_ok(&s, sh);
     static const uint32_t want[12] = {1019u, 927u, 835u, 742u, 650u, 558u,
                                       466u,  374u, 282u, 189u, 97u,  5u};
     for (uint32_t i = 0; i < 12u; ++i) assert_int_equal(sh[i], want[i]);
@@ -278,8 +283,7 @@ static void taper_differential(void **state) {
         s.taper_beta = beta;
         int passes = 0;
         taper_plain(L, B, sinks, beta, want, &passes);
-        uint64_t total = 0;
-        assert_int_equal(run(&s, sh, &total), PB_OK);
+        const uint64_t total = run_ok(&s, sh);
         uint64_t t = 0;
         for (uint32_t l = 0; l < L; ++l) {
             if (sh[l] != want[l])
@@ -309,8 +313,7 @@ static void taper_half_even(void **state) {
     s.sinks = 0u;
     s.taper_beta = 1.5; /* span 4.5: 14.5 and 5.5 */
     uint32_t sh[MAXL];
-    uint64_t total = 0;
-    assert_int_equal(run(&s, sh, &total), PB_OK);
+    const uint64_t total = run_ok(&s, sh);
     assert_int_equal(sh[0], 14u);
     assert_int_equal(sh[1], 6u);
     assert_int_equal(total, 20u);
@@ -378,8 +381,7 @@ static void profile_differential(void **state) {
         ties += wmax == 4u;
         apportion_plain(w, L, (uint64_t)(B - s.min_share) * L, s.min_share,
                         want);
-        uint64_t total = 0;
-        assert_int_equal(run(&s, sh, &total), PB_OK);
+        const uint64_t total = run_ok(&s, sh);
         for (uint32_t l = 0; l < L; ++l) {
             if (sh[l] != want[l])
                 fail_msg("profile L=%u B=%u min=%u layer %u: %u != %llu", L, B,
@@ -475,8 +477,7 @@ static void powered_properties(void **state) {
                               L, B);
         s.ratio = r;
         s.gamma_milli = (run_i % 7u) == 0u ? 1000u : 1u + pbt_below(&g, 5000u);
-        uint64_t total = 0;
-        assert_int_equal(run(&s, sh, &total), PB_OK);
+        const uint64_t total = run_ok(&s, sh);
         assert_int_equal(total, (uint64_t)B * L);
         assert_int_equal(sum_of(sh, L), (uint64_t)B * L);
         double wsum = 0;
@@ -509,8 +510,7 @@ static void arithmetic_is_pyramid_budget(void **state) {
         const uint32_t B = pbt_below(&g, (run_i & 1u) ? 4096u : 1u << 30);
         pb_schedule s = sched(PB_SCHEDULE_ARITHMETIC, L, B);
         s.ratio = 1u + pbt_below(&g, 16u);
-        uint64_t total = 0;
-        assert_int_equal(run(&s, sh, &total), PB_OK);
+        uint64_t total = run_ok(&s, sh);
         for (uint32_t l = 0; l < L; ++l)
             assert_int_equal(sh[l], pb_kvcache_pyramid_budget(B, l, L, s.ratio));
         assert_int_equal(total, pb_kvcache_pyramid_total(B, L, s.ratio));

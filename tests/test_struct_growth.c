@@ -28,6 +28,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "struct_growth.h"
+#include "test_configs.h"
 
 /* A library layout one field longer than T's: the appended field and its
  * (non-zero) default. */
@@ -38,6 +39,15 @@
     }
 
 #define ADDED_DEFAULT 0x5EEDu
+
+/* lib (a GROWN(T)) as the library starts it: T's defaults, then the
+ * added field's. */
+#define GROWN_INIT(lib, T, DEFAULT)                                           \
+    do {                                                                      \
+        const T grown_defaults_ = DEFAULT;                                    \
+        (lib).base = grown_defaults_;                                         \
+        (lib).added = ADDED_DEFAULT;                                          \
+    } while (0)
 
 /* The caller's struct `full` cut to `size` bytes, in a block of exactly
  * that size, its struct_size set to size. */
@@ -50,6 +60,27 @@ static void *older_caller(const void *full, size_t size) {
     return b;
 }
 
+/* Reads the older caller old (first released size `size`) into lib, a
+ * struct of lib_size bytes holding the library's defaults: accepted, and
+ * lib's struct_size becomes lib_size. */
+static void read_older(const void *old, size_t size, void *lib,
+                       size_t lib_size) {
+    assert_int_equal(pb__struct_read(old, size, lib_size, lib), PB_OK);
+    uint32_t got = 0;
+    memcpy(&got, lib, sizeof got);
+    assert_int_equal(got, lib_size);
+}
+
+/* old's struct_size one byte short of the first released layout:
+ * refused. Frees old. */
+static void refuse_one_short(void *old, size_t size, void *lib,
+                             size_t lib_size) {
+    const uint32_t short_size = (uint32_t)size - 1u;
+    memcpy(old, &short_size, sizeof short_size);
+    assert_int_equal(pb__struct_read(old, size, lib_size, lib), PB_ERR_PARAM);
+    free(old);
+}
+
 static void older_schedule_read(void **state) {
     (void)state;
     pb_schedule caller = PB_SCHEDULE_DEFAULT;
@@ -58,23 +89,13 @@ static void older_schedule_read(void **state) {
     caller.budget = 99u;
     void *old = older_caller(&caller, PB__SCHEDULE_SIZE_0_2);
     GROWN(pb_schedule) lib;
-    const pb_schedule defaults = PB_SCHEDULE_DEFAULT;
-    lib.base = defaults;
-    lib.added = ADDED_DEFAULT;
-    assert_int_equal(pb__struct_read(old, PB__SCHEDULE_SIZE_0_2, sizeof lib,
-                                     &lib),
-                     PB_OK);
-    assert_int_equal(lib.base.struct_size, sizeof lib);
+    GROWN_INIT(lib, pb_schedule, PB_SCHEDULE_DEFAULT);
+    read_older(old, PB__SCHEDULE_SIZE_0_2, &lib, sizeof lib);
     assert_int_equal(lib.base.kind, PB_SCHEDULE_UNIFORM);
     assert_int_equal(lib.base.num_layers, 7u);
     assert_int_equal(lib.base.budget, 99u);
     assert_int_equal(lib.added, ADDED_DEFAULT);
-    /* One byte short of the first released layout: refused. */
-    ((pb_schedule *)old)->struct_size = (uint32_t)PB__SCHEDULE_SIZE_0_2 - 1u;
-    assert_int_equal(pb__struct_read(old, PB__SCHEDULE_SIZE_0_2, sizeof lib,
-                                     &lib),
-                     PB_ERR_PARAM);
-    free(old);
+    refuse_one_short(old, PB__SCHEDULE_SIZE_0_2, &lib, sizeof lib);
 }
 
 static void older_config_read(void **state) {
@@ -85,47 +106,26 @@ static void older_config_read(void **state) {
     caller.row_stores = PB_ROW_STORES_STREAMED; /* the last 0.2 field */
     void *old = older_caller(&caller, PB__CONFIG_SIZE_0_2);
     GROWN(pb_kvcache_config) lib;
-    const pb_kvcache_config defaults = PB_KVCACHE_CONFIG_DEFAULT;
-    lib.base = defaults;
-    lib.added = ADDED_DEFAULT;
-    assert_int_equal(pb__struct_read(old, PB__CONFIG_SIZE_0_2, sizeof lib,
-                                     &lib),
-                     PB_OK);
-    assert_int_equal(lib.base.struct_size, sizeof lib);
+    GROWN_INIT(lib, pb_kvcache_config, PB_KVCACHE_CONFIG_DEFAULT);
+    read_older(old, PB__CONFIG_SIZE_0_2, &lib, sizeof lib);
     assert_int_equal(lib.base.budget, 77u);
     assert_int_equal(lib.base.scorer, PB_SCORER_VOTES);
     assert_int_equal(lib.base.row_stores, PB_ROW_STORES_STREAMED);
     assert_int_equal(lib.added, ADDED_DEFAULT);
-    ((pb_kvcache_config *)old)->struct_size = (uint32_t)PB__CONFIG_SIZE_0_2 - 1u;
-    assert_int_equal(pb__struct_read(old, PB__CONFIG_SIZE_0_2, sizeof lib,
-                                     &lib),
-                     PB_ERR_PARAM);
-    free(old);
+    refuse_one_short(old, PB__CONFIG_SIZE_0_2, &lib, sizeof lib);
 }
 
 static void older_profile_params_read(void **state) {
     (void)state;
-    pb_profile_params caller = PB_PROFILE_PARAMS_DEFAULT;
-    caller.num_layers = 3u;
-    caller.max_len = 50u;
+    pb_profile_params caller = pbt_profile_params(3u, 50u);
     void *old = older_caller(&caller, PB__PROFILE_PARAMS_SIZE_0_2);
     GROWN(pb_profile_params) lib;
-    const pb_profile_params defaults = PB_PROFILE_PARAMS_DEFAULT;
-    lib.base = defaults;
-    lib.added = ADDED_DEFAULT;
-    assert_int_equal(pb__struct_read(old, PB__PROFILE_PARAMS_SIZE_0_2,
-                                     sizeof lib, &lib),
-                     PB_OK);
-    assert_int_equal(lib.base.struct_size, sizeof lib);
+    GROWN_INIT(lib, pb_profile_params, PB_PROFILE_PARAMS_DEFAULT);
+    read_older(old, PB__PROFILE_PARAMS_SIZE_0_2, &lib, sizeof lib);
     assert_int_equal(lib.base.num_layers, 3u);
     assert_int_equal(lib.base.max_len, 50u);
     assert_int_equal(lib.added, ADDED_DEFAULT);
-    ((pb_profile_params *)old)->struct_size =
-        (uint32_t)PB__PROFILE_PARAMS_SIZE_0_2 - 1u;
-    assert_int_equal(pb__struct_read(old, PB__PROFILE_PARAMS_SIZE_0_2,
-                                     sizeof lib, &lib),
-                     PB_ERR_PARAM);
-    free(old);
+    refuse_one_short(old, PB__PROFILE_PARAMS_SIZE_0_2, &lib, sizeof lib);
 }
 
 /* A newer caller's longer struct: accepted with a zero tail, refused with

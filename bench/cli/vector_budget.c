@@ -83,9 +83,7 @@ int pb__vr_run_budget_case(case_state *c, const pb__vr_policy *unused,
             pb__vr_fail(c, "pb_kvcache_pyramid_budget(%lu, k, %lu layers, ratio %lu) "
                            "for every layer k: expected ",
                         (unsigned long)b, (unsigned long)l, (unsigned long)r);
-            pb__vr_msg_add_u32_list(&c->msg, want, n);
-            pb__vr_msg_add(&c->msg, ", got ");
-            pb__vr_msg_add_u32_list(&c->msg, got, n);
+            pb__vr_msg_add_expected_got(&c->msg, want, n, got, n);
         }
         /* The all-layers call must agree with the per-layer one, and refuse
          * exactly where no share is defined. */
@@ -97,9 +95,7 @@ int pb__vr_run_budget_case(case_state *c, const pb__vr_policy *unused,
                             pb__vr_status_name(want_st), pb__vr_status_name(st));
             } else if (st == PB_OK && memcmp(got, want, n * sizeof *got) != 0) {
                 pb__vr_fail(c, "pb_kvcache_pyramid_budgets: expected ");
-                pb__vr_msg_add_u32_list(&c->msg, want, n);
-                pb__vr_msg_add(&c->msg, ", got ");
-                pb__vr_msg_add_u32_list(&c->msg, got, n);
+                pb__vr_msg_add_expected_got(&c->msg, want, n, got, n);
             }
         }
         /* The total is by definition the sum of the shares. */

@@ -68,6 +68,16 @@ void pb__vr_msg_add_u32_list(msgbuf *m, const uint32_t *v, size_t n) {
     pb__vr_msg_add(m, "]");
 }
 
+/* Adds "[want...], got [got...]" to m: the tail of an "expected"
+ * message. */
+void pb__vr_msg_add_expected_got(msgbuf *m, const uint32_t *want,
+                                 size_t n_want, const uint32_t *got,
+                                 size_t n_got) {
+    pb__vr_msg_add_u32_list(m, want, n_want);
+    pb__vr_msg_add(m, ", got ");
+    pb__vr_msg_add_u32_list(m, got, n_got);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Failures.                                                                */
 
@@ -208,6 +218,36 @@ int pb__vr_check_keys(case_state *c, const cJSON *obj, const char *what,
     return 1;
 }
 
+
+/* An optional object `what` of the case: -1 when absent (NULL: nothing to
+ * read), 1 when an object with only keys of `allowed`, 0 with the case
+ * failed otherwise. */
+int pb__vr_object_keys(case_state *c, const cJSON *obj, const char *what,
+                       const char *const *allowed) {
+    if (obj == NULL) return -1;
+    if (!cJSON_IsObject(obj)) {
+        pb__vr_fail(c, "malformed: %s must be an object", what);
+        return 0;
+    }
+    return pb__vr_check_keys(c, obj, what, allowed);
+}
+
+/* Reads each of the n keys names[i] present in obj into *fields[i]; 0 with
+ * the case failed ("prefix.name must be an integer") at the first that is
+ * not an integer 0..4294967295. */
+int pb__vr_read_u32s(case_state *c, const cJSON *obj, const char *prefix,
+                     const char *const *names, uint32_t *const *fields,
+                     size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, names[i]);
+        if (v != NULL && !pb__vr_get_u32(v, fields[i])) {
+            pb__vr_fail(c, "malformed: %s.%s must be an integer 0..4294967295",
+                        prefix, names[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
 
 /* A named enum option ("max"/"avg", "consistent"/"reference") or its raw
  * number, so a vector can also pin the refusal of an unknown value. */

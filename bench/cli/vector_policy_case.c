@@ -43,18 +43,13 @@ const pb__vr_call pb__vr_common_calls[] = {
 static int parse_options(case_state *c, const cJSON *jo, pb_kvcache_options *o) {
     const pb_kvcache_options d = PB_KVCACHE_OPTIONS_DEFAULT;
     *o = d;
-    if (jo == NULL) return 1;
-    if (!cJSON_IsObject(jo)) {
-        pb__vr_fail(c, "malformed: \"options\" must be an object");
+    const int obj = pb__vr_object_keys(c, jo, "\"options\"", option_keys);
+    if (obj <= 0) return obj < 0;
+    static const char *const capacity[] = {"capacity"};
+    uint32_t *const capacity_field[] = {&o->capacity};
+    if (!pb__vr_read_u32s(c, jo, "options", capacity, capacity_field, 1))
         return 0;
-    }
-    if (!pb__vr_check_keys(c, jo, "\"options\"", option_keys)) return 0;
     const cJSON *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(jo, "capacity")) != NULL &&
-        !pb__vr_get_u32(v, &o->capacity)) {
-        pb__vr_fail(c, "malformed: options.capacity must be an integer 0..4294967295");
-        return 0;
-    }
     if ((v = cJSON_GetObjectItemCaseSensitive(jo, "pool")) != NULL &&
         !pb__vr_get_named(v, "max", "avg", &o->pool)) {
         pb__vr_fail(c, "malformed: options.pool must be \"max\", \"avg\" or an integer");
@@ -66,13 +61,9 @@ static int parse_options(case_state *c, const cJSON *jo, pb_kvcache_options *o) 
                        "\"reference\" or an integer");
         return 0;
     }
-    if ((v = cJSON_GetObjectItemCaseSensitive(jo, "prefillMaxLen")) != NULL &&
-        !pb__vr_get_u32(v, &o->prefill_max_len)) {
-        pb__vr_fail(c, "malformed: options.prefillMaxLen must be an integer "
-                       "0..4294967295");
-        return 0;
-    }
-    return 1;
+    static const char *const max_len[] = {"prefillMaxLen"};
+    uint32_t *const max_len_field[] = {&o->prefill_max_len};
+    return pb__vr_read_u32s(c, jo, "options", max_len, max_len_field, 1);
 }
 
 /* The call named `name` among the common calls and then the family's own;

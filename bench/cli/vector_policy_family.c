@@ -41,25 +41,13 @@ static int parse_member(case_state *c, const cJSON *jp,
     params->family.budget = m->budget;
     params->family.recent_window = m->recent_window;
     params->family.sinks = m->sinks;
-    if (jp == NULL) return 1;
-    if (!cJSON_IsObject(jp)) {
-        pb__vr_fail(c, "malformed: \"params\" must be an object");
-        return 0;
-    }
-    if (!pb__vr_check_keys(c, jp, "\"params\"", m->keys)) return 0;
+    const int obj = pb__vr_object_keys(c, jp, "\"params\"", m->keys);
+    if (obj <= 0) return obj < 0;
     const char *const names[] = {"budget", "recentWindow", "sinks"};
     uint32_t *const fields[] = {&params->family.budget,
                                 &params->family.recent_window,
                                 &params->family.sinks};
-    for (size_t i = 0; i < 3; ++i) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(jp, names[i]);
-        if (v != NULL && !pb__vr_get_u32(v, fields[i])) {
-            pb__vr_fail(c, "malformed: params.%s must be an integer 0..4294967295",
-                        names[i]);
-            return 0;
-        }
-    }
-    return 1;
+    return pb__vr_read_u32s(c, jp, "params", names, fields, 3);
 }
 
 /* The native config the member's vtable means (docs/spec.md §13.6: one
@@ -118,33 +106,19 @@ VR_MEMBER_FUNCTIONS(tova)
 VR_MEMBER_FUNCTIONS(streaming_llm)
 VR_MEMBER_FUNCTIONS(sliding_window)
 
-static pb_kvcache *compat_h2o(const vr_params *p) {
-    const pb_kvcache_h2o_params hp = {p->family.budget,
-                                      p->family.recent_window};
-    return pb_kvcache_h2o.create(&hp, NULL, NULL);
-}
+/* compat_NAME: the member through its vtable, params {__VA_ARGS__}. */
+#define VR_COMPAT(name, ...)                                                 \
+    static pb_kvcache *compat_##name(const vr_params *p) {                   \
+        const pb_kvcache_##name##_params v = {__VA_ARGS__};                 \
+        return pb_kvcache_##name.create(&v, NULL, NULL);                     \
+    }
 
-static pb_kvcache *compat_scissorhands(const vr_params *p) {
-    const pb_kvcache_scissorhands_params sp = {p->family.budget,
-                                               p->family.recent_window};
-    return pb_kvcache_scissorhands.create(&sp, NULL, NULL);
-}
-
-static pb_kvcache *compat_tova(const vr_params *p) {
-    const pb_kvcache_tova_params tp = {p->family.budget};
-    return pb_kvcache_tova.create(&tp, NULL, NULL);
-}
-
-static pb_kvcache *compat_streaming_llm(const vr_params *p) {
-    const pb_kvcache_streaming_llm_params sp = {p->family.budget,
-                                                p->family.sinks};
-    return pb_kvcache_streaming_llm.create(&sp, NULL, NULL);
-}
-
-static pb_kvcache *compat_sliding_window(const vr_params *p) {
-    const pb_kvcache_sliding_window_params wp = {p->family.budget};
-    return pb_kvcache_sliding_window.create(&wp, NULL, NULL);
-}
+VR_COMPAT(h2o, p->family.budget, p->family.recent_window)
+VR_COMPAT(scissorhands, p->family.budget, p->family.recent_window)
+VR_COMPAT(tova, p->family.budget)
+VR_COMPAT(streaming_llm, p->family.budget, p->family.sinks)
+VR_COMPAT(sliding_window, p->family.budget)
+#undef VR_COMPAT
 
 static const pb__vr_call h2o_calls[] = {{"scoreOf", pb__vr_step_score_of},
                                         {NULL, NULL}};

@@ -28,24 +28,13 @@ static int parse_keys(case_state *c, const cJSON *jp, const char *const *keys,
     pb_kvcache_pyramidkv_params *p = &params->pyramidkv;
     const pb_kvcache_pyramidkv_params d = PB_KVCACHE_PYRAMIDKV_PARAMS_DEFAULT;
     *p = d;
-    if (jp == NULL) return 1;
-    if (!cJSON_IsObject(jp)) {
-        pb__vr_fail(c, "malformed: \"params\" must be an object");
-        return 0;
-    }
-    if (!pb__vr_check_keys(c, jp, "\"params\"", keys)) return 0;
+    const int obj = pb__vr_object_keys(c, jp, "\"params\"", keys);
+    if (obj <= 0) return obj < 0;
     uint32_t *const fields[] = {&p->budget, &p->layer, &p->num_layers,
                                 &p->pyramid_ratio, &p->recent_window,
                                 &p->obs_window, &p->pool_kernel};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(jp, pyramidkv_param_keys[i]);
-        if (v != NULL && !pb__vr_get_u32(v, fields[i])) {
-            pb__vr_fail(c, "malformed: params.%s must be an integer 0..4294967295",
-                        pyramidkv_param_keys[i]);
-            return 0;
-        }
-    }
-    return 1;
+    return pb__vr_read_u32s(c, jp, "params", pyramidkv_param_keys, fields,
+                            sizeof fields / sizeof fields[0]);
 }
 
 static int parse_pyramidkv(case_state *c, const cJSON *jp, vr_params *p) {

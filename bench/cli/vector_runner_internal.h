@@ -88,6 +88,10 @@ const char *pb__vr_status_name(pb_status s);
 
 void pb__vr_msg_add(msgbuf *m, const char *fmt, ...) PB__VR_PRINTF(2, 3);
 void pb__vr_msg_add_u32_list(msgbuf *m, const uint32_t *v, size_t n);
+/* Adds "[want...], got [got...]" (the tail of an "expected" message). */
+void pb__vr_msg_add_expected_got(msgbuf *m, const uint32_t *want,
+                                 size_t n_want, const uint32_t *got,
+                                 size_t n_got);
 
 /* Formats d with the fewest significant digits that read back as the same
  * double, so 0.1 prints as 0.1 and not 0.10000000000000001. */
@@ -122,6 +126,17 @@ int pb__vr_get_named(const cJSON *v, const char *n0, const char *n1,
  * 32 names) and appears once. Returns 0 and fails the case otherwise. */
 int pb__vr_check_keys(case_state *c, const cJSON *obj, const char *what,
                       const char *const *allowed);
+
+/* An optional object `what`: -1 when absent (NULL), 1 when an object
+ * whose keys pass pb__vr_check_keys, 0 with the case failed otherwise. */
+int pb__vr_object_keys(case_state *c, const cJSON *obj, const char *what,
+                       const char *const *allowed);
+/* Reads each of the n keys names[i] present in obj into *fields[i]; 0 with
+ * the case failed ("malformed: prefix.name must be an integer
+ * 0..4294967295") at the first that is not one. */
+int pb__vr_read_u32s(case_state *c, const cJSON *obj, const char *prefix,
+                     const char *const *names, uint32_t *const *fields,
+                     size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Families (vector_families.c).                                            */
@@ -235,6 +250,11 @@ int pb__vr_step_fail(case_state *c, const policy_case *pc, const char *fmt,
  * null "args" counts as []); NULL with the step failed otherwise. */
 const cJSON *pb__vr_step_args(case_state *c, const policy_case *pc,
                               const cJSON *step, int want_min, int want_max);
+/* pb__vr_step_args whose first item is a position, read into *pos; NULL
+ * with the step failed otherwise. */
+const cJSON *pb__vr_step_pos_args(case_state *c, const policy_case *pc,
+                                  const cJSON *step, int want_min,
+                                  int want_max, uint32_t *pos);
 /* The optional "expectStatus" (default PB_OK); *given tells whether it was
  * there. */
 int pb__vr_step_status(case_state *c, const policy_case *pc,
@@ -243,6 +263,11 @@ int pb__vr_step_status(case_state *c, const policy_case *pc,
  * absent). */
 int pb__vr_step_refuse(case_state *c, const policy_case *pc,
                        const cJSON *step, const char *key);
+/* A step that reads an integer back (effectiveBudget, keptCount,
+ * capacity, sinkCount): no args, "expect" an integer equal to got;
+ * counts the step in *counter. */
+int pb__vr_step_count(case_state *c, policy_case *pc, const cJSON *step,
+                      uint64_t got, size_t *counter);
 /* 1 when want == got, else 0 with the step failed. */
 int pb__vr_check_status(case_state *c, const policy_case *pc, pb_status want,
                         pb_status got);

@@ -166,9 +166,7 @@ int pb__vr_run_schedule_case(case_state *c, const pb__vr_policy *unused,
         if (memcmp(got, want, n_want * sizeof *got) != 0) {
             pb__vr_fail(c, "pb_kvcache_schedule_shares (%s): expected ",
                         jkind->valuestring);
-            pb__vr_msg_add_u32_list(&c->msg, want, n_want);
-            pb__vr_msg_add(&c->msg, ", got ");
-            pb__vr_msg_add_u32_list(&c->msg, got, n_want);
+            pb__vr_msg_add_expected_got(&c->msg, want, n_want, got, n_want);
         } else if (total != want_total) {
             pb__vr_fail(c, "pb_kvcache_schedule_shares (%s): expected total "
                            "%llu, got %llu",

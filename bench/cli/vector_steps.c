@@ -54,6 +54,19 @@ const cJSON *pb__vr_step_args(case_state *c, const policy_case *pc,
     return a;
 }
 
+const cJSON *pb__vr_step_pos_args(case_state *c, const policy_case *pc,
+                                  const cJSON *step, int want_min,
+                                  int want_max, uint32_t *pos) {
+    const cJSON *a = pb__vr_step_args(c, pc, step, want_min, want_max);
+    if (a == NULL) return NULL;
+    if (!pb__vr_get_u32(a->child, pos)) {
+        pb__vr_step_fail(c, pc, "malformed: the position must be an integer "
+                                "0..4294967295");
+        return NULL;
+    }
+    return a;
+}
+
 /* The optional "expectStatus" (default PB_OK); *given tells whether it was
  * there. */
 int pb__vr_step_status(case_state *c, const policy_case *pc, const cJSON *step,
@@ -93,12 +106,9 @@ int pb__vr_step_decode(case_state *c, policy_case *pc, const cJSON *step) {
         !pb__vr_step_refuse(c, pc, step, "tolerance") ||
         !pb__vr_step_status(c, pc, step, &want, &given))
         return -1;
-    const cJSON *a = pb__vr_step_args(c, pc, step, 2, 2);
-    if (a == NULL) return -1;
     uint32_t pos;
-    if (!pb__vr_get_u32(a->child, &pos))
-        return pb__vr_step_fail(c, pc, "malformed: the position must be an integer "
-                                       "0..4294967295");
+    const cJSON *a = pb__vr_step_pos_args(c, pc, step, 2, 2, &pos);
+    if (a == NULL) return -1;
     const cJSON *jw = a->child->next;
     float *w = NULL;
     size_t n = 0;
@@ -185,9 +195,7 @@ int pb__vr_step_evict(case_state *c, policy_case *pc, const cJSON *step) {
         } else if (n != n_expect ||
                    (n && memcmp(victims, expect, n * sizeof *victims) != 0)) {
             pb__vr_step_fail(c, pc, "evict(%lu): expected ", (unsigned long)budget);
-            pb__vr_msg_add_u32_list(&c->msg, expect, n_expect);
-            pb__vr_msg_add(&c->msg, ", got ");
-            pb__vr_msg_add_u32_list(&c->msg, victims, n);
+            pb__vr_msg_add_expected_got(&c->msg, expect, n_expect, victims, n);
             ok = 0;
         }
     }
@@ -196,8 +204,7 @@ int pb__vr_step_evict(case_state *c, policy_case *pc, const cJSON *step) {
     return ok ? 0 : -1;
 }
 
-/* effectiveBudget, keptCount and capacity: an integer read back. */
-static int step_count(case_state *c, policy_case *pc, const cJSON *step,
+int pb__vr_step_count(case_state *c, policy_case *pc, const cJSON *step,
                       uint64_t got, size_t *counter) {
     if (!pb__vr_step_refuse(c, pc, step, "expectStatus") ||
         !pb__vr_step_refuse(c, pc, step, "tolerance") ||
@@ -215,17 +222,17 @@ static int step_count(case_state *c, policy_case *pc, const cJSON *step,
 
 int pb__vr_step_effective_budget(case_state *c, policy_case *pc,
                                  const cJSON *step) {
-    return step_count(c, pc, step, pb_kvcache_effective_budget(pc->kv),
+    return pb__vr_step_count(c, pc, step, pb_kvcache_effective_budget(pc->kv),
                       &c->run->totals->steps_effective);
 }
 
 int pb__vr_step_kept_count(case_state *c, policy_case *pc, const cJSON *step) {
-    return step_count(c, pc, step, pb_kvcache_kept_count(pc->kv),
+    return pb__vr_step_count(c, pc, step, pb_kvcache_kept_count(pc->kv),
                       &c->run->totals->steps_kept_count);
 }
 
 int pb__vr_step_capacity(case_state *c, policy_case *pc, const cJSON *step) {
-    return step_count(c, pc, step, pb_kvcache_capacity(pc->kv),
+    return pb__vr_step_count(c, pc, step, pb_kvcache_capacity(pc->kv),
                       &c->run->totals->steps_capacity);
 }
 
@@ -262,9 +269,7 @@ int pb__vr_step_kept_positions(case_state *c, policy_case *pc, const cJSON *step
     } else if (n != n_expect ||
                (n && memcmp(got, expect, n * sizeof *got) != 0)) {
         pb__vr_step_fail(c, pc, "expected ");
-        pb__vr_msg_add_u32_list(&c->msg, expect, n_expect);
-        pb__vr_msg_add(&c->msg, ", got ");
-        pb__vr_msg_add_u32_list(&c->msg, got, n);
+        pb__vr_msg_add_expected_got(&c->msg, expect, n_expect, got, n);
         ok = 0;
     }
     free(got);
@@ -277,12 +282,9 @@ int pb__vr_step_window_score(case_state *c, policy_case *pc, const cJSON *step) 
     int given;
     if (!pb__vr_step_status(c, pc, step, &want, &given)) return -1;
     (void)given;
-    const cJSON *a = pb__vr_step_args(c, pc, step, 1, 1);
-    if (a == NULL) return -1;
     uint32_t pos;
-    if (!pb__vr_get_u32(a->child, &pos))
-        return pb__vr_step_fail(c, pc, "malformed: the position must be an integer "
-                                       "0..4294967295");
+    const cJSON *a = pb__vr_step_pos_args(c, pc, step, 1, 1, &pos);
+    if (a == NULL) return -1;
     const cJSON *je = cJSON_GetObjectItemCaseSensitive(step, "expect");
     const cJSON *jt = cJSON_GetObjectItemCaseSensitive(step, "tolerance");
     double tolerance = 0.0;

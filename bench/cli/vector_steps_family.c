@@ -13,19 +13,8 @@
 #include "vector_runner_internal.h"
 
 int pb__vr_step_sink_count(case_state *c, policy_case *pc, const cJSON *step) {
-    if (!pb__vr_step_refuse(c, pc, step, "expectStatus") ||
-        !pb__vr_step_refuse(c, pc, step, "tolerance") ||
-        pb__vr_step_args(c, pc, step, 0, 0) == NULL)
-        return -1;
-    uint64_t want;
-    if (!pb__vr_get_u64(cJSON_GetObjectItemCaseSensitive(step, "expect"), &want))
-        return pb__vr_step_fail(c, pc, "malformed: \"expect\" must be an integer");
-    c->run->totals->steps_sink_count += 1u;
-    const uint64_t got = pb_kvcache_sink_count(pc->kv);
-    if (got != want)
-        return pb__vr_step_fail(c, pc, "expected %llu, got %llu",
-                                (unsigned long long)want, (unsigned long long)got);
-    return 0;
+    return pb__vr_step_count(c, pc, step, pb_kvcache_sink_count(pc->kv),
+                             &c->run->totals->steps_sink_count);
 }
 
 /* The score of args[0], -1 when it is not held. `integer`: the expectation
@@ -35,12 +24,9 @@ static int step_score(case_state *c, policy_case *pc, const cJSON *step,
     if (!pb__vr_step_refuse(c, pc, step, "expectStatus") ||
         (integer && !pb__vr_step_refuse(c, pc, step, "tolerance")))
         return -1;
-    const cJSON *a = pb__vr_step_args(c, pc, step, 1, 1);
-    if (a == NULL) return -1;
     uint32_t pos;
-    if (!pb__vr_get_u32(a->child, &pos))
-        return pb__vr_step_fail(c, pc, "malformed: the position must be an integer "
-                                       "0..4294967295");
+    const cJSON *a = pb__vr_step_pos_args(c, pc, step, 1, 1, &pos);
+    if (a == NULL) return -1;
     const cJSON *je = cJSON_GetObjectItemCaseSensitive(step, "expect");
     const cJSON *jt = cJSON_GetObjectItemCaseSensitive(step, "tolerance");
     if (!cJSON_IsNumber(je) || !isfinite(je->valuedouble))

@@ -201,9 +201,7 @@ int pb__vr_step_prefill(case_state *c, policy_case *pc, const cJSON *step) {
                 pb__vr_step_fail(c, pc, "prefill(ask %lu, len %zu, %zu rows): expected "
                                         "kept ",
                                  (unsigned long)ask, len, rows);
-                pb__vr_msg_add_u32_list(&c->msg, expect, n_expect);
-                pb__vr_msg_add(&c->msg, ", got ");
-                pb__vr_msg_add_u32_list(&c->msg, kept, n_kept);
+                pb__vr_msg_add_expected_got(&c->msg, expect, n_expect, kept, n_kept);
                 ok = 0;
             } else {
                 int ascending = 1;

@@ -72,53 +72,32 @@ static pb_kvcache *fam_create(fam_kind kind, uint32_t budget, uint32_t recent,
     return (pb_kvcache *)(void *)f;
 }
 
-static pb_kvcache *h2o_create(const void *params, const pb_allocator *a,
-                              pb_rng *rng) {
-    (void)a;
-    (void)rng;
-    const pb_kvcache_h2o_params d = PB_KVCACHE_H2O_PARAMS_DEFAULT;
-    const pb_kvcache_h2o_params *p = params ? params : &d;
-    return fam_create(FAM_H2O, p->budget, p->recent_window, 0u);
-}
+/* NAME_create: the member's params (NULL: its defaults) through
+ * fam_create, with the recent window and sinks it has (0u where none). */
+#define FAM_CREATE(name, T, DEFAULT, kind, recent, sinks)                    \
+    static pb_kvcache *name##_create(const void *params,                    \
+                                     const pb_allocator *a, pb_rng *rng) {  \
+        (void)a;                                                            \
+        (void)rng;                                                          \
+        const T d = DEFAULT;                                                \
+        const T *p = params ? params : &d;                                  \
+        return fam_create(kind, p->budget, recent, sinks);                  \
+    }
 
-static pb_kvcache *scissorhands_create(const void *params,
-                                       const pb_allocator *a, pb_rng *rng) {
-    (void)a;
-    (void)rng;
-    const pb_kvcache_scissorhands_params d =
-        PB_KVCACHE_SCISSORHANDS_PARAMS_DEFAULT;
-    const pb_kvcache_scissorhands_params *p = params ? params : &d;
-    return fam_create(FAM_SCISSORHANDS, p->budget, p->recent_window, 0u);
-}
-
-static pb_kvcache *tova_create(const void *params, const pb_allocator *a,
-                               pb_rng *rng) {
-    (void)a;
-    (void)rng;
-    const pb_kvcache_tova_params d = PB_KVCACHE_TOVA_PARAMS_DEFAULT;
-    const pb_kvcache_tova_params *p = params ? params : &d;
-    return fam_create(FAM_TOVA, p->budget, 0u, 0u);
-}
-
-static pb_kvcache *streaming_llm_create(const void *params,
-                                        const pb_allocator *a, pb_rng *rng) {
-    (void)a;
-    (void)rng;
-    const pb_kvcache_streaming_llm_params d =
-        PB_KVCACHE_STREAMING_LLM_PARAMS_DEFAULT;
-    const pb_kvcache_streaming_llm_params *p = params ? params : &d;
-    return fam_create(FAM_STREAMING_LLM, p->budget, 0u, p->sinks);
-}
-
-static pb_kvcache *sliding_window_create(const void *params,
-                                         const pb_allocator *a, pb_rng *rng) {
-    (void)a;
-    (void)rng;
-    const pb_kvcache_sliding_window_params d =
-        PB_KVCACHE_SLIDING_WINDOW_PARAMS_DEFAULT;
-    const pb_kvcache_sliding_window_params *p = params ? params : &d;
-    return fam_create(FAM_SLIDING_WINDOW, p->budget, 0u, 0u);
-}
+FAM_CREATE(h2o, pb_kvcache_h2o_params, PB_KVCACHE_H2O_PARAMS_DEFAULT, FAM_H2O,
+           p->recent_window, 0u)
+FAM_CREATE(scissorhands, pb_kvcache_scissorhands_params,
+           PB_KVCACHE_SCISSORHANDS_PARAMS_DEFAULT, FAM_SCISSORHANDS,
+           p->recent_window, 0u)
+FAM_CREATE(tova, pb_kvcache_tova_params, PB_KVCACHE_TOVA_PARAMS_DEFAULT,
+           FAM_TOVA, 0u, 0u)
+FAM_CREATE(streaming_llm, pb_kvcache_streaming_llm_params,
+           PB_KVCACHE_STREAMING_LLM_PARAMS_DEFAULT, FAM_STREAMING_LLM, 0u,
+           p->sinks)
+FAM_CREATE(sliding_window, pb_kvcache_sliding_window_params,
+           PB_KVCACHE_SLIDING_WINDOW_PARAMS_DEFAULT, FAM_SLIDING_WINDOW, 0u,
+           0u)
+#undef FAM_CREATE
 
 /* Bad input (a position not above every held one, a wrong length, a NaN,
  * infinite or negative weight, a full instance) changes nothing. */

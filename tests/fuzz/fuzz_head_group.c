@@ -16,37 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "group/group_reference.h"
 #include "pyramidkv/pyramidkv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "FUZZ FINDING: %s:%d: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                \
-            abort();                                                       \
-        }                                                                  \
-    } while (0)
-
 #define MAX_HEADS 6u
 #define STRIDE 96u
 #define MAX_LEN 24u
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t byte(reader *r) {
-    if (r->n == 0u) return 0u;
-    r->n -= 1u;
-    return *r->p++;
-}
-
 static float weight(reader *r) {
-    const uint8_t b = byte(r);
+    const uint8_t b = fuzz_byte(r);
     switch (b >> 5) {
     case 0: return 0.0f;
     case 1: return 0.25f * (float)(b & 3u);
@@ -80,23 +61,23 @@ static void same_heads(const pb_kvcache_group *g, const ref_group *ref) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
     pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.recent_window = byte(&r) % 5u;
-    c.share = byte(&r) % 12u;
-    c.budget = c.recent_window + 1u + byte(&r) % 8u;
-    c.obs_window = 1u + byte(&r) % 4u;
-    c.pool_kernel = 1u + 2u * (byte(&r) % 3u);
-    c.pool = byte(&r) % 2u;
-    c.scorer = byte(&r) % 5u;
-    c.sinks = byte(&r) % 4u;
-    const uint32_t heads = 1u + byte(&r) % MAX_HEADS;
-    const uint32_t floor_pm = (uint32_t)(byte(&r) * 4u) % 1001u;
-    const uint32_t slack = 1u + byte(&r) % 4u;
+    c.recent_window = fuzz_byte(&r) % 5u;
+    c.share = fuzz_byte(&r) % 12u;
+    c.budget = c.recent_window + 1u + fuzz_byte(&r) % 8u;
+    c.obs_window = 1u + fuzz_byte(&r) % 4u;
+    c.pool_kernel = 1u + 2u * (fuzz_byte(&r) % 3u);
+    c.pool = fuzz_byte(&r) % 2u;
+    c.scorer = fuzz_byte(&r) % 5u;
+    c.sinks = fuzz_byte(&r) % 4u;
+    const uint32_t heads = 1u + fuzz_byte(&r) % MAX_HEADS;
+    const uint32_t floor_pm = (uint32_t)(fuzz_byte(&r) * 4u) % 1001u;
+    const uint32_t slack = 1u + fuzz_byte(&r) % 4u;
     pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     p.num_heads = heads;
     p.floor_permille = floor_pm;
     p.slack = slack;
     p.prefill_max_len = MAX_LEN;
-    const uint8_t cb = byte(&r);
+    const uint8_t cb = fuzz_byte(&r);
     p.head_cap_permille = cb < 128u ? 0u : 1000u + (uint32_t)(cb - 128u) * 8u;
 
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
@@ -133,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t pos = 0;
     int fresh = 1;
     while (r.n > 0u) {
-        const uint8_t op = byte(&r);
+        const uint8_t op = fuzz_byte(&r);
         switch (op % 8u) {
         case 0: case 1: case 2: case 3: { /* observe */
             const int null_step = (op >> 3) % 7u == 0u;
@@ -171,9 +152,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         }
         case 4: case 5: { /* evict */
-            const uint8_t a = byte(&r);
+            const uint8_t a = fuzz_byte(&r);
             const uint64_t ask = a < 200u ? UINT64_MAX : (uint64_t)(a - 200u);
-            const size_t cap = (op >> 3) % 5u == 0u ? byte(&r) % 4u
+            const size_t cap = (op >> 3) % 5u == 0u ? fuzz_byte(&r) % 4u
                                                     : sizeof v1 / sizeof *v1;
             size_t n1 = 0, n2 = 0;
             const pb_status got =
@@ -196,14 +177,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fresh = 1;
             break;
         default: { /* prefill */
-            const size_t len = 1u + byte(&r) % MAX_LEN;
-            const size_t nrows = 1u + byte(&r) % len;
+            const size_t len = 1u + fuzz_byte(&r) % MAX_LEN;
+            const size_t nrows = 1u + fuzz_byte(&r) % len;
             int ok_w = 1;
             for (size_t i = 0; i < heads * nrows * len; i++) {
                 rows[i] = weight(&r);
                 ok_w &= weight_ok(rows[i]);
             }
-            const uint8_t a = byte(&r);
+            const uint8_t a = fuzz_byte(&r);
             const uint64_t ask = a < 128u ? UINT64_MAX : (uint64_t)(a - 128u);
             size_t n1 = 0;
             uint32_t kept[MAX_HEADS * MAX_LEN];

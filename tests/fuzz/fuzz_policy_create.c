@@ -162,15 +162,23 @@ static int vtable_made(fz_ctx *c, pb_status ss, pb_kvcache *out,
     return 1;
 }
 
+/* The input of a native create: a flags byte (returned), the params and
+ * the options, read in that order. */
+static uint8_t gen_native(fz_reader *r, pb_kvcache_pyramidkv_params *p,
+                          pb_kvcache_options *o) {
+    const uint8_t flags = fz_rd_u8(r);
+    gen_params(r, p);
+    gen_options(r, o, p->recent_window);
+    return flags;
+}
+
 /* Returns 1 with c->pol and c->ref created, 0 when the input's create was
  * (correctly) refused. */
 int fz_create_native(fz_ctx *c) {
     fz_op = "create (native)";
-    const uint8_t flags = fz_rd_u8(&c->rd);
     pb_kvcache_pyramidkv_params p;
     pb_kvcache_options o;
-    gen_params(&c->rd, &p);
-    gen_options(&c->rd, &o, p.recent_window);
+    const uint8_t flags = gen_native(&c->rd, &p, &o);
     const pb_kvcache_pyramidkv_params *pp = (flags & 3u) == 0u ? NULL : &p;
     const pb_kvcache_options *po = (flags & 4u) == 0u ? NULL : &o;
     const pb_kvcache_options default_options = PB_KVCACHE_OPTIONS_DEFAULT;
@@ -275,17 +283,7 @@ int fz_create_compat(fz_ctx *c) {
  * range, small) or now and then wild. */
 static void gen_config(fz_reader *r, const pb_kvcache_pyramidkv_params *p,
                        const pb_kvcache_options *o, pb_kvcache_config *out) {
-    pb_kvcache_config k = PB_KVCACHE_CONFIG_DEFAULT;
-    k.budget = p->budget;
-    k.layer = p->layer;
-    k.num_layers = p->num_layers;
-    k.pyramid_ratio = p->pyramid_ratio;
-    k.recent_window = p->recent_window;
-    k.obs_window = p->obs_window;
-    k.pool_kernel = p->pool_kernel;
-    k.pool = o->pool;
-    k.capacity = o->capacity;
-    k.prefill_scope = o->prefill_scope;
+    pb_kvcache_config k = ref_config_of(p, o);
     k.prefill_max_len = 0u;
     const uint8_t wild = fz_rd_u8(r) % 4u == 0u ? fz_rd_u8(r) : 0u;
     k.scorer = fz_rd_u8(r) % 5u;
@@ -308,11 +306,9 @@ static int model_refuses_config(const pb_kvcache_config *k) {
 
 int fz_create_scorers(fz_ctx *c) {
     fz_op = "create (scorers)";
-    const uint8_t flags = fz_rd_u8(&c->rd);
     pb_kvcache_pyramidkv_params p;
     pb_kvcache_options o;
-    gen_params(&c->rd, &p);
-    gen_options(&c->rd, &o, p.recent_window);
+    const uint8_t flags = gen_native(&c->rd, &p, &o);
     pb_kvcache_config k;
     gen_config(&c->rd, &p, &o, &k);
     const pb_kvcache_config *kp = (flags & 3u) == 0u ? NULL : &k;

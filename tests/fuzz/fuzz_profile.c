@@ -19,44 +19,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "counting_allocator.h"
 #include "fp_env.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_MAX_LAYERS 8u
 #define FZ_MAX_LEN 40u
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "FUZZ FINDING: %s:%d: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                \
-            abort();                                                       \
-        }                                                                  \
-    } while (0)
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t byte(reader *r) {
-    if (r->n == 0u) return 0u;
-    r->n -= 1u;
-    return *r->p++;
-}
-
 static uint32_t u32(reader *r) {
     uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= (uint32_t)byte(r) << (8 * i);
+    for (int i = 0; i < 4; ++i) v |= (uint32_t)fuzz_byte(r) << (8 * i);
     return v;
 }
 
 /* A weight from a palette (edge values) or raw bits. */
 static float weight(reader *r) {
-    const uint8_t b = byte(r);
+    const uint8_t b = fuzz_byte(r);
     switch (b >> 4) {
     case 0: return 0.0f;
     case 1: return NAN;
@@ -154,7 +136,7 @@ static void check_derivations(const pb_profile *p, const view *v,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader in = {data, size};
-    const uint8_t shape = byte(&in);
+    const uint8_t shape = fuzz_byte(&in);
     /* The params live in a zeroed 256-byte block, so any struct_size up to
      * 255 is backed by memory; the bytes past the struct may be fuzzed. */
     union {
@@ -164,14 +146,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&blk, 0, sizeof blk);
     pb_profile_params *pp = &blk.p;
     pp->struct_size = (uint32_t)sizeof *pp;
-    pp->num_layers = 1u + (byte(&in) % FZ_MAX_LAYERS);
-    pp->max_len = 1u + (byte(&in) % FZ_MAX_LEN);
+    pp->num_layers = 1u + (fuzz_byte(&in) % FZ_MAX_LAYERS);
+    pp->max_len = 1u + (fuzz_byte(&in) % FZ_MAX_LEN);
     if (shape & 1u) { /* 0 .. 31 or far too many: cheap either way */
         const uint32_t v = u32(&in);
         pp->num_layers = (v & 31u) | (v & 0x80000000u);
     }
-    if (shape & 2u) pp->struct_size = byte(&in);
-    if (shape & 4u) blk.raw[sizeof *pp + byte(&in) % 16u] = byte(&in);
+    if (shape & 2u) pp->struct_size = fuzz_byte(&in);
+    if (shape & 4u) blk.raw[sizeof *pp + fuzz_byte(&in) % 16u] = fuzz_byte(&in);
     size_t bytes = 0;
     const pb_status sz = pb_profile_size(pp, &bytes);
     pb_profile *a = NULL, *b = NULL;
@@ -197,9 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pb_profile_destroy(a); /* a wide shape: the program is not run */
         return 0;
     }
-    pb_profile_params pb_params = PB_PROFILE_PARAMS_DEFAULT;
-    pb_params.num_layers = layers;
-    pb_params.max_len = max_len;
+    pb_profile_params pb_params = pbt_profile_params(layers, max_len);
     counting_allocator ca;
     ca_init(&ca);
     const pb_allocator alloc = ca_allocator(&ca);
@@ -212,14 +192,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     view cur, now, other;
     capture(a, layers, max_len, &cur);
     for (int step = 0; step < 48 && in.n > 0u; ++step) {
-        const uint8_t op = byte(&in);
+        const uint8_t op = fuzz_byte(&in);
         if (op < 200u) {
-            const uint32_t layer = byte(&in) % (layers + 1u);
-            const uint32_t len = byte(&in) % (max_len + 2u);
+            const uint32_t layer = fuzz_byte(&in) % (layers + 1u);
+            const uint32_t len = fuzz_byte(&in) % (max_len + 2u);
             const int pass_null = (op & 0x3Fu) == 0x3Fu;
             int bad = 0, positive = 0;
             for (uint32_t i = 0; i < len; ++i) {
-                row[i] = (op & 1u) ? weight(&in) : (float)(byte(&in) & 7u);
+                row[i] = (op & 1u) ? weight(&in) : (float)(fuzz_byte(&in) & 7u);
                 if (!pbt_weight_valid(row[i])) bad = 1;
                 if (row[i] > 0.0f) positive = 1;
             }
@@ -246,7 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             capture(a, layers, max_len, &cur);
         } else {
             const uint32_t ppm = 1u + u32(&in) % 1000000u;
-            check_derivations(a, &cur, layers, max_len, ppm, byte(&in) % 40u);
+            check_derivations(a, &cur, layers, max_len, ppm, fuzz_byte(&in) % 40u);
         }
     }
     CHECK(ca.alloc_calls == ca.fail_at - 1u);

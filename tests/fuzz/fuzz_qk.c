@@ -19,28 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "pyramidkv/pyramidkv.h"
 #include "qk_reference.h"
+#include "test_configs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check(int ok, const char *what) {
-    if (ok) return;
-    fprintf(stderr, "FUZZ FINDING: qk: %s\n", what);
-    fflush(stderr);
-    abort();
-}
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint32_t take8(reader *r) {
-    if (r->n == 0u) return 0u;
-    --r->n;
-    return *r->p++;
-}
+static uint32_t take8(reader *r) { return fuzz_byte(r); }
 
 static uint32_t take16(reader *r) { return take8(r) << 8 | take8(r); }
 
@@ -174,9 +160,8 @@ static void attention_case(reader *r) {
 /* The three-call loop on tagged rows. */
 static void loop_case(reader *r) {
     enum { D = 4, G = 2, CAP = 48 };
-    pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
-    cfg.budget = 4u + take8(r) % 24u;
-    cfg.recent_window = take8(r) % 4u;
+    const uint32_t cfg_budget = 4u + take8(r) % 24u;
+    pb_kvcache_config cfg = pbt_kvcache_config(cfg_budget, take8(r) % 4u);
     cfg.obs_window = 1u + take8(r) % 6u;
     cfg.pool_kernel = 1u + 2u * (take8(r) % 3u);
     cfg.scorer = take8(r) % 5u;

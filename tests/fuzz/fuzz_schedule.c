@@ -16,24 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
 #include "pyramidkv/pyramidkv.h"
 
 #define MAX_L 96u
 #define CANARY 0xA5A5A5A5u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check(int ok, const char *what) {
-    if (ok) return;
-    fprintf(stderr, "FUZZ FINDING: schedule: %s\n", what);
-    fflush(stderr);
-    abort();
-}
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
 
 static uint32_t take32(reader *r) {
     uint32_t v = 0;
@@ -45,6 +34,17 @@ static uint32_t take32(reader *r) {
         }
     }
     return v;
+}
+
+/* Every one of the L shares is at least least, and exactly that where
+ * its weight is 0. */
+static void check_floor(const uint32_t *shares, const uint32_t *weights,
+                        uint32_t L, uint32_t least, const char *at_least,
+                        const char *zero_weight) {
+    for (uint32_t l = 0; l < L; ++l) {
+        check(shares[l] >= least, at_least);
+        if (weights[l] == 0u) check(shares[l] == least, zero_weight);
+    }
 }
 
 /* Small values most of the time, so branches are reached; the top byte
@@ -173,19 +173,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         }
         check(total == lb, "cake is L x B");
-        for (uint32_t l = 0; l < L; ++l) {
-            check(shares[l] >= s->window, "cake keeps the window");
-            if (s->weights[l] == 0u)
-                check(shares[l] == s->window, "weight 0 gets the window");
-        }
+        check_floor(shares, s->weights, L, s->window, "cake keeps the window",
+                    "weight 0 gets the window");
         break;
     default:
         check(total == lb, "profile is L x B");
-        for (uint32_t l = 0; l < L; ++l) {
-            check(shares[l] >= s->min_share, "profile keeps min_share");
-            if (s->weights[l] == 0u)
-                check(shares[l] == s->min_share, "weight 0 gets min_share");
-        }
+        check_floor(shares, s->weights, L, s->min_share,
+                    "profile keeps min_share", "weight 0 gets min_share");
         break;
     }
     return 0;

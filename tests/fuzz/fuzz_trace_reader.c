@@ -13,32 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_input.h"
+#include "mem_source.h"
 #include "trace_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "FUZZ FINDING: %s:%d: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                \
-            abort();                                                       \
-        }                                                                  \
-    } while (0)
-
-typedef struct membuf {
-    const uint8_t *p;
-    size_t n, at;
-} membuf;
-
-static size_t mem_read(void *ctx, void *buf, size_t n) {
-    membuf *m = (membuf *)ctx;
-    const size_t left = m->n - m->at;
-    if (n > left) n = left;
-    memcpy(buf, m->p + m->at, n);
-    m->at += n;
-    return n;
-}
 
 static void check_message(const char *err) {
     const size_t len = strlen(err);

@@ -11,16 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "fuzz_input.h"
 #include "vector_runner.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check(int ok, const char *what) {
-    if (ok) return;
-    fprintf(stderr, "FUZZ FINDING: vector runner: %s\n", what);
-    fflush(stderr);
-    abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pb_vector_options options = {NULL, 0, (size_t)1 << 20};

@@ -95,13 +95,18 @@ static inline int fx_warm(void **state) {
     return 0;
 }
 
-/* The warm instance filled to its capacity of 12. */
-static inline int fx_full(void **state) {
-    fx_warm(state);
-    fx *f = *state;
+/* Feeds the warm instance from position 13 up to its capacity of 12 and
+ * records that state as before. */
+static inline void fx_fill(fx *f) {
     for (uint32_t pos = 13; pb_kvcache_kept_count(f->p) < 12u; ++pos)
         feed(f->p, pos);
     set_before(f);
+}
+
+/* The warm instance filled to its capacity of 12. */
+static inline int fx_full(void **state) {
+    fx_warm(state);
+    fx_fill(*state);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "counting_allocator.h"
 #include "fp_env.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 
 #define CANARY 0xC0FFEE11u
 #define LAYERS 4u
@@ -69,9 +70,7 @@ static int fx_setup(void **state) {
     memset(&f, 0, sizeof f);
     ca_init(&f.ca);
     f.alloc = ca_allocator(&f.ca);
-    pb_profile_params p = PB_PROFILE_PARAMS_DEFAULT;
-    p.num_layers = LAYERS;
-    p.max_len = MAXLEN;
+    pb_profile_params p = pbt_profile_params(LAYERS, MAXLEN);
     if (pb_profile_create(&p, &f.alloc, &f.p) != PB_OK) return -1;
     for (uint32_t i = 0; i < MAXLEN; ++i) f.row[i] = (float)(i % 5u) * 0.25f;
     if (pb_profile_add_row(f.p, 0u, f.row, MAXLEN) != PB_OK) return -1;
@@ -90,9 +89,7 @@ static int fx_done(void **state) {
 }
 
 static pb_profile_params params(uint32_t layers, uint32_t max_len) {
-    pb_profile_params p = PB_PROFILE_PARAMS_DEFAULT;
-    p.num_layers = layers;
-    p.max_len = max_len;
+    pb_profile_params p = pbt_profile_params(layers, max_len);
     return p;
 }
 
@@ -111,24 +108,28 @@ static void profile_size_bytes_null(void **state) {
     assert_int_equal(pb_profile_size(&p, NULL), PB_ERR_NULL);
 }
 
+/* One field of *p (a member of it): 0 and over are refused, ok sized. */
+static void expect_field_bounds(pb_profile_params *p, uint32_t *field,
+                                uint32_t over, uint32_t ok) {
+    *field = 0u;
+    expect_size(p, PB_ERR_PARAM);
+    *field = over;
+    expect_size(p, PB_ERR_PARAM);
+    *field = ok;
+    expect_size(p, PB_OK);
+}
+
 static void profile_size_layers_bounds(void **state) {
     (void)state;
     pb_profile_params p = params(0u, 8u);
-    expect_size(&p, PB_ERR_PARAM);
-    p.num_layers = PB_PROFILE_MAX_LAYERS + 1u;
-    expect_size(&p, PB_ERR_PARAM);
-    p.num_layers = 1u;
-    expect_size(&p, PB_OK);
+    expect_field_bounds(&p, &p.num_layers, PB_PROFILE_MAX_LAYERS + 1u, 1u);
 }
 
 static void profile_size_max_len_bounds(void **state) {
     (void)state;
     pb_profile_params p = params(1u, 0u);
-    expect_size(&p, PB_ERR_PARAM);
-    p.max_len = PB_PROFILE_MAX_LEN + 1u;
-    expect_size(&p, PB_ERR_PARAM);
-    p.max_len = PB_PROFILE_MAX_LEN;
-    expect_size(&p, PB_OK);
+    expect_field_bounds(&p, &p.max_len, PB_PROFILE_MAX_LEN + 1u,
+                        PB_PROFILE_MAX_LEN);
 }
 
 static void profile_size_struct_size_short(void **state) {

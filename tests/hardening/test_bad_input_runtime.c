@@ -42,10 +42,7 @@ static int setup(void **state) {
 
 static int setup_full(void **state) {
     setup(state);
-    fx *f = *state;
-    for (uint32_t pos = 13; pb_kvcache_kept_count(f->p) < 12u; ++pos)
-        feed(f->p, pos);
-    set_before(f);
+    fx_fill(*state);
     return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "fp_env.h"
 #include "hardening_state.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 
 #define CANARY 0xC0FFEE11u
 #define N_SCORERS 5u
@@ -42,9 +43,7 @@ static const pb_kvcache_vtable *const FAMILY[N_FAMILY] = {
 /* budget 8 (one layer: share 8), recent 2, sinks 2, obs 3, pool 3,
  * capacity 12, the given scorer. */
 static pb_kvcache_config warm_config(uint32_t scorer) {
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = 8u;
-    c.recent_window = 2u;
+    pb_kvcache_config c = pbt_kvcache_config(8u, 2u);
     c.obs_window = 3u;
     c.pool_kernel = 3u;
     c.scorer = scorer;

@@ -23,6 +23,7 @@
 
 #include "counting_allocator.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 /* No create may need this many allocations. */
@@ -277,9 +278,7 @@ static void no_allocation_after_create(void **state) {
  * then a workload of rows and queries with every allocation refused. */
 static void profile_countdown_and_no_allocation(void **state) {
     (void)state;
-    pb_profile_params pp = PB_PROFILE_PARAMS_DEFAULT;
-    pp.num_layers = 3u;
-    pp.max_len = 200u;
+    pb_profile_params pp = pbt_profile_params(3u, 200u);
     size_t calls_ok = 0;
     for (int persist = 0; persist < 2; ++persist) {
         for (size_t k = 1; k <= MAX_SWEEP; ++k) {

@@ -32,6 +32,19 @@ static void mix(uint64_t *h, const void *data, size_t n) {
     }
 }
 
+/* Mixes the kept positions and their window scores into *h. */
+static void mix_kept(uint64_t *h, const pb_kvcache *p) {
+    uint32_t buf[256];
+    size_t n = 0;
+    pb_kvcache_kept_positions(p, buf, 256u, &n);
+    mix(h, buf, n * sizeof buf[0]);
+    for (size_t i = 0; i < n; ++i) {
+        double s = 0.0;
+        pb_kvcache_window_score(p, buf[i], &s);
+        mix(h, &s, sizeof s);
+    }
+}
+
 /* One layer's decode: deterministic weights seeded by the layer, an evict
  * to the budget every 8 steps or when full, one reset half way. Everything
  * observable goes into the digest. The allocator is the layer's own. */
@@ -65,14 +78,7 @@ static uint64_t run_layer(uint32_t layer) {
         }
         if (step == STEPS / 2u) pb_kvcache_reset(p);
     }
-    size_t n = 0;
-    pb_kvcache_kept_positions(p, buf, 256u, &n);
-    mix(&h, buf, n * sizeof buf[0]);
-    for (size_t i = 0; i < n; ++i) {
-        double s = 0.0;
-        pb_kvcache_window_score(p, buf[i], &s);
-        mix(&h, &s, sizeof s);
-    }
+    mix_kept(&h, p);
     const size_t mem = pb_kvcache_memory_bytes(p);
     mix(&h, &mem, sizeof mem);
     pb_kvcache_destroy(p);
@@ -125,15 +131,7 @@ typedef struct reader {
 
 static uint64_t read_all(const pb_kvcache *p) {
     uint64_t h = 0xcbf29ce484222325u;
-    uint32_t buf[256];
-    size_t n = 0;
-    pb_kvcache_kept_positions(p, buf, 256u, &n);
-    mix(&h, buf, n * sizeof buf[0]);
-    for (size_t i = 0; i < n; ++i) {
-        double s = 0.0;
-        pb_kvcache_window_score(p, buf[i], &s);
-        mix(&h, &s, sizeof s);
-    }
+    mix_kept(&h, p);
     const size_t values[4] = {pb_kvcache_kept_count(p), pb_kvcache_capacity(p),
                               pb_kvcache_memory_bytes(p),
                               pb_kvcache_effective_budget(p)};

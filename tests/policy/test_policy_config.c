@@ -19,6 +19,8 @@
 
 #include "counting_allocator.h"
 #include "pyramidkv/pyramidkv.h"
+#include "reference_model.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 /* ------------------------------------------------------------------------ */
@@ -77,13 +79,19 @@ static void struct_size_too_small(void **state) {
     expect_status(&c, PB_ERR_PARAM);
 }
 
-static void newer_struct_with_zero_tail(void **state) {
-    (void)state;
+/* A newer caller's struct: the defaults, its own size, the tail zero. */
+static newer_config newer_default(void) {
     newer_config n;
     memset(&n, 0, sizeof n);
     const pb_kvcache_config d = PB_KVCACHE_CONFIG_DEFAULT;
     n.known = d;
     n.known.struct_size = (uint32_t)sizeof n;
+    return n;
+}
+
+static void newer_struct_with_zero_tail(void **state) {
+    (void)state;
+    newer_config n = newer_default();
     n.known.budget = 64u;
     n.known.recent_window = 4u;
     expect_status(&n.known, PB_OK);
@@ -95,11 +103,7 @@ static void newer_struct_with_zero_tail(void **state) {
 
 static void newer_struct_with_set_tail(void **state) {
     (void)state;
-    newer_config n;
-    memset(&n, 0, sizeof n);
-    const pb_kvcache_config d = PB_KVCACHE_CONFIG_DEFAULT;
-    n.known = d;
-    n.known.struct_size = (uint32_t)sizeof n;
+    newer_config n = newer_default();
     n.future_field = 1u;
     expect_status(&n.known, PB_ERR_PARAM);
 }
@@ -149,9 +153,7 @@ static void null_arguments(void **state) {
 
 static void explicit_share_is_the_effective_share(void **state) {
     (void)state;
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = 100u;
-    c.recent_window = 10u;
+    pb_kvcache_config c = pbt_kvcache_config(100u, 10u);
     const uint32_t shares[] = {1u, 10u, 11u, 57u, 100u, 1000u};
     const uint32_t want[] = {11u, 11u, 11u, 57u, 100u, 1000u};
     for (size_t i = 0; i < sizeof shares / sizeof shares[0]; ++i) {
@@ -218,15 +220,7 @@ static void released_and_versioned_doors_agree(void **state) {
 
         /* The versioned door with the same values, and with the share the
          * formula yields given explicitly. */
-        pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-        c.budget = p.budget;
-        c.layer = p.layer;
-        c.num_layers = p.num_layers;
-        c.pyramid_ratio = p.pyramid_ratio;
-        c.recent_window = p.recent_window;
-        c.obs_window = p.obs_window;
-        c.pool_kernel = p.pool_kernel;
-        c.pool = o.pool;
+        pb_kvcache_config c = ref_config_of(&p, &o);
         if (round % 2 == 1) {
             c.share = pb_kvcache_pyramid_budget(p.budget, p.layer,
                                                 p.num_layers,

@@ -214,14 +214,23 @@ static void evict_buffer_and_null(void **state) {
     pb_kvcache_destroy(k);
 }
 
-static void reset_returns_to_position_zero(void **state) {
-    (void)state;
+/* The worked example's instance (budget 6, window 1) after its steps and
+ * an evict to 6, which drops position 5. */
+static pb_kvcache *worked_and_evicted(void) {
     const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
     pb_kvcache *k = make(&p, NULL);
     feed_worked_steps(k);
     size_t n = 0;
     uint32_t v[8];
     assert_int_equal(pb_kvcache_evict(k, 6, v, 8, &n), PB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0], 5);
+    return k;
+}
+
+static void reset_returns_to_position_zero(void **state) {
+    (void)state;
+    pb_kvcache *k = worked_and_evicted();
     const size_t mem = pb_kvcache_memory_bytes(k);
     assert_int_equal(pb_kvcache_reset(k), PB_OK);
     assert_int_equal(pb_kvcache_reset(NULL), PB_ERR_NULL);
@@ -261,12 +270,7 @@ static void kept_positions_contract(void **state) {
 
 static void window_score_not_held(void **state) {
     (void)state;
-    const pb_kvcache_pyramidkv_params p = params_of(6, 0, 1, 4, 1, 8, 1);
-    pb_kvcache *k = make(&p, NULL);
-    feed_worked_steps(k);
-    size_t n = 0;
-    uint32_t v[8];
-    assert_int_equal(pb_kvcache_evict(k, 6, v, 8, &n), PB_OK); /* drops 5 */
+    pb_kvcache *k = worked_and_evicted();
     double s = 123.0;
     assert_int_equal(pb_kvcache_window_score(k, 5, &s), PB_ERR_NOT_HELD);
     assert_int_equal(pb_kvcache_window_score(k, 7, &s), PB_ERR_NOT_HELD);

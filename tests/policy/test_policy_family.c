@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -319,11 +320,9 @@ static void sliding_window_drops_the_oldest(void **state) {
 
 static pb_kvcache *make(uint32_t scorer, uint32_t sinks, uint32_t budget,
                         uint32_t recent) {
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
+    pb_kvcache_config c = pbt_kvcache_config(budget, recent);
     c.scorer = scorer;
     c.sinks = sinks;
-    c.budget = budget;
-    c.recent_window = recent;
     pb_kvcache *k = NULL;
     assert_int_equal(pb_kvcache_create(&c, NULL, &k), PB_OK);
     return k;
@@ -384,11 +383,9 @@ static void native_bytes_per_position(void **state) {
  * share floor(2*8*(4*3 - 3*3) / (5*3)) = floor(48/15) = 3. */
 static void native_pyramid_over_h2o_with_sinks(void **state) {
     (void)state;
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = 8u;
+    pb_kvcache_config c = pbt_kvcache_config(8u, 1u);
     c.layer = 3u;
     c.num_layers = 4u;
-    c.recent_window = 1u;
     c.scorer = PB_SCORER_CUMULATIVE;
     c.sinks = 2u;
     pb_kvcache *k = NULL;
@@ -430,9 +427,7 @@ static void native_pyramid_over_h2o_with_sinks(void **state) {
  * lowest pooled score. */
 static void native_window_with_sinks(void **state) {
     (void)state;
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = 2u;
-    c.recent_window = 0u;
+    pb_kvcache_config c = pbt_kvcache_config(2u, 0u);
     c.pool_kernel = 1u;
     c.sinks = 1u;
     pb_kvcache *k = NULL;

@@ -115,6 +115,15 @@ static void still_fresh(fixture *f) {
     assert_int_equal(pb_kvcache_reset(f->policy), PB_OK);
 }
 
+/* Prefills policy from the fixture's workspace with no output buffers
+ * (kept and victims counted only). */
+static pb_status prefill_counts(pb_kvcache *policy, const fixture *f,
+                                const float *attn, size_t rows, uint32_t keep,
+                                size_t *n) {
+    return pb_kvcache_prefill(policy, attn, rows, LEN, keep, f->ws,
+                              f->ws_bytes, NULL, 0, NULL, 0, n);
+}
+
 static pb_status call(fixture *f, const float *attn, size_t rows, size_t len,
                       void *ws, size_t ws_bytes, size_t *n) {
     return pb_kvcache_prefill(f->policy, attn, rows, len, 20, ws, ws_bytes,
@@ -124,8 +133,7 @@ static pb_status call(fixture *f, const float *attn, size_t rows, size_t len,
 static void null_arguments(void **state) {
     fixture *f = *state;
     size_t n = 7;
-    assert_int_equal(pb_kvcache_prefill(NULL, f->attn, ROWS, LEN, 20, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &n),
+    assert_int_equal(prefill_counts(NULL, f, f->attn, ROWS, 20, &n),
                      PB_ERR_NULL);
     assert_int_equal(call(f, NULL, ROWS, LEN, f->ws, f->ws_bytes, &n),
                      PB_ERR_NULL);
@@ -167,12 +175,10 @@ static void reference_scope_needs_rows_equal_recent(void **state) {
     pb_kvcache *r = NULL;
     assert_int_equal(pb_kvcache_pyramidkv_create(&f->p, &o, NULL, &r), PB_OK);
     size_t n = 0;
-    assert_int_equal(pb_kvcache_prefill(r, f->attn + LEN, ROWS - 1, LEN, 20,
-                                        f->ws, f->ws_bytes, NULL, 0, NULL, 0,
-                                        &n), PB_ERR_PARAM);
+    assert_int_equal(prefill_counts(r, f, f->attn + LEN, ROWS - 1, 20, &n),
+                     PB_ERR_PARAM);
     assert_int_equal(pb_kvcache_kept_count(r), 1);
-    assert_int_equal(pb_kvcache_prefill(r, f->attn, ROWS, LEN, 20, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &n),
+    assert_int_equal(prefill_counts(r, f, f->attn, ROWS, 20, &n),
                      PB_OK);
     assert_int_equal(n, 20);
     pb_kvcache_destroy(r);
@@ -198,12 +204,10 @@ static void not_fresh(void **state) {
     assert_int_equal(pb_kvcache_evict(q, 1, v, 2, &nv), PB_OK);
     assert_int_equal(nv, 1);
     assert_int_equal(v[0], 1); /* 0 scored 1, 1 scored 0 */
-    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+    assert_int_equal(prefill_counts(q, f, f->attn, 1, 4, &nv),
                      PB_ERR_NOT_FRESH);
     assert_int_equal(pb_kvcache_reset(q), PB_OK);
-    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+    assert_int_equal(prefill_counts(q, f, f->attn, 1, 4, &nv),
                      PB_OK);
     /* Position 0 evicted without any step (recent_window 0, ask 0): the
      * instance holds nothing, which no decode feed starts from. */
@@ -211,16 +215,13 @@ static void not_fresh(void **state) {
     assert_int_equal(pb_kvcache_evict(q, 0, v, 2, &nv), PB_OK);
     assert_int_equal(nv, 1);
     assert_int_equal(pb_kvcache_kept_count(q), 0);
-    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+    assert_int_equal(prefill_counts(q, f, f->attn, 1, 4, &nv),
                      PB_ERR_NOT_FRESH);
     assert_int_equal(pb_kvcache_reset(q), PB_OK);
-    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+    assert_int_equal(prefill_counts(q, f, f->attn, 1, 4, &nv),
                      PB_OK);
     /* And a prefilled instance is no longer fresh. */
-    assert_int_equal(pb_kvcache_prefill(q, f->attn, 1, LEN, 4, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &nv),
+    assert_int_equal(prefill_counts(q, f, f->attn, 1, 4, &nv),
                      PB_ERR_NOT_FRESH);
     pb_kvcache_destroy(q);
     still_fresh(f);
@@ -348,13 +349,11 @@ static void survivors_over_capacity(void **state) {
     pb_kvcache *r = NULL;
     assert_int_equal(pb_kvcache_pyramidkv_create(&f->p, &o, NULL, &r), PB_OK);
     size_t n = 7;
-    assert_int_equal(pb_kvcache_prefill(r, f->attn, ROWS, LEN, 20, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &n),
+    assert_int_equal(prefill_counts(r, f, f->attn, ROWS, 20, &n),
                      PB_ERR_FULL);
     assert_int_equal(pb_kvcache_kept_count(r), 1);
     /* An ask of 6 fits. */
-    assert_int_equal(pb_kvcache_prefill(r, f->attn, ROWS, LEN, 6, f->ws,
-                                        f->ws_bytes, NULL, 0, NULL, 0, &n),
+    assert_int_equal(prefill_counts(r, f, f->attn, ROWS, 6, &n),
                      PB_OK);
     assert_int_equal(n, 6);
     pb_kvcache_destroy(r);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 #define REF_LAYERS 4u
@@ -25,9 +26,7 @@
 #define REF_ROWS 1200u
 
 static pb_profile *make(uint32_t layers, uint32_t max_len) {
-    pb_profile_params p = PB_PROFILE_PARAMS_DEFAULT;
-    p.num_layers = layers;
-    p.max_len = max_len;
+    pb_profile_params p = pbt_profile_params(layers, max_len);
     pb_profile *prof = NULL;
     assert_int_equal(pb_profile_create(&p, NULL, &prof), PB_OK);
     assert_non_null(prof);
@@ -291,9 +290,7 @@ static void fit_ratio_recovers_an_arithmetic_schedule(void **state) {
 
 static void size_memory_and_reset(void **state) {
     (void)state;
-    pb_profile_params p = PB_PROFILE_PARAMS_DEFAULT;
-    p.num_layers = 3u;
-    p.max_len = 100u;
+    pb_profile_params p = pbt_profile_params(3u, 100u);
     size_t bytes = 0;
     assert_int_equal(pb_profile_size(&p, &bytes), PB_OK);
     /* 64-byte parts: record, rows, entropy, mass, counts, scratch. */

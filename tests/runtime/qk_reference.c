@@ -8,29 +8,27 @@
 
 #include "pyramidkv/pyramidkv.h"
 
-double qkr_f16(uint16_t h) {
-    const int sign = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
+/* A 16-bit float with mbits mantissa bits and the rest exponent (bias
+ * 2^(15 - mbits - 1) - 1): zero and subnormals, infinities and NaN, and
+ * the normal numbers, exactly. */
+static double half_value(uint16_t h, int mbits) {
+    const int ebits = 15 - mbits, emax = (1 << ebits) - 1;
+    const int bias = (1 << (ebits - 1)) - 1;
+    const int sign = (h >> 15) & 1, e = (h >> mbits) & emax;
+    const int m = h & ((1 << mbits) - 1);
     double v;
     if (e == 0)
-        v = ldexp((double)m, -24);
-    else if (e == 31)
+        v = ldexp((double)m, 1 - bias - mbits);
+    else if (e == emax)
         v = m ? NAN : INFINITY;
     else
-        v = ldexp(1024.0 + m, e - 25);
+        v = ldexp((double)((1 << mbits) + m), e - bias - mbits);
     return sign ? -v : v;
 }
 
-double qkr_bf16(uint16_t h) {
-    const int sign = (h >> 15) & 1, e = (h >> 7) & 255, m = h & 127;
-    double v;
-    if (e == 0)
-        v = ldexp((double)m, -133);
-    else if (e == 255)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexp(128.0 + m, e - 134);
-    return sign ? -v : v;
-}
+double qkr_f16(uint16_t h) { return half_value(h, 10); }
+
+double qkr_bf16(uint16_t h) { return half_value(h, 7); }
 
 static double key_at(uint32_t key_type, const void *k, size_t at) {
     if (key_type == PB_KEYS_F16) return qkr_f16(((const uint16_t *)k)[at]);

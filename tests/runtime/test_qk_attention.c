@@ -18,6 +18,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "qk_reference.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 /* A random float of a few magnitudes, with exact zeros now and then. */
@@ -106,6 +107,20 @@ static void differential_random(void **state) {
     for (int i = 0; i < 400; ++i) one_case(&g, 0);
 }
 
+/* A Q/K scorer over f32 keys at the default scale, created with malloc. */
+static pb_qk *qk_made(uint32_t d, uint32_t group, uint32_t reduce,
+                      uint32_t max_keys, uint32_t max_rows) {
+    pb_qk_config c = PB_QK_CONFIG_DEFAULT;
+    c.head_dim = d;
+    c.group = group;
+    c.reduce = reduce;
+    c.max_keys = max_keys;
+    c.max_rows = max_rows;
+    pb_qk *qk = NULL;
+    assert_int_equal(pb_qk_create(&c, NULL, &qk), PB_OK);
+    return qk;
+}
+
 /* d 2, one head, scale 1: q = (1, 0), keys (0, 5), (1, -3), (0, 0):
  * logits 0, 1, 0; weights 1/(2+e), e/(2+e), 1/(2+e). */
 static void hand_case(void **state) {
@@ -143,21 +158,14 @@ static void observe_feed_equals(void **state) {
     enum { D = 16, G = 4, STEPS = 120 };
     for (uint32_t scorer = 0; scorer <= (uint32_t)PB_SCORER_NONE; ++scorer) {
         pbt_rng g = {7u + scorer};
-        pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
-        cfg.budget = 24u;
-        cfg.recent_window = 4u;
+        pb_kvcache_config cfg = pbt_kvcache_config(24u, 4u);
         cfg.obs_window = 5u;
         cfg.pool_kernel = 3u;
         cfg.scorer = scorer;
         pb_kvcache *a = NULL, *b = NULL;
         assert_int_equal(pb_kvcache_create(&cfg, NULL, &a), PB_OK);
         assert_int_equal(pb_kvcache_create(&cfg, NULL, &b), PB_OK);
-        pb_qk_config c = PB_QK_CONFIG_DEFAULT;
-        c.head_dim = D;
-        c.group = G;
-        c.max_keys = 64u;
-        pb_qk *qk = NULL;
-        assert_int_equal(pb_qk_create(&c, NULL, &qk), PB_OK);
+        pb_qk *qk = qk_made(D, G, PB_HEAD_REDUCE_MEAN, 64u, 32u);
         static float keys[64 * D], q[G * D];
         float row[64];
         uint32_t kept[64];
@@ -212,9 +220,7 @@ static void prefill_feed_equals(void **state) {
     static float keys[LEN * D], q[G * ROWS * D], block[ROWS * LEN];
     for (size_t j = 0; j < LEN * D; ++j) keys[j] = draw(&g);
     for (size_t j = 0; j < G * ROWS * D; ++j) q[j] = draw(&g);
-    pb_kvcache_config cfg = PB_KVCACHE_CONFIG_DEFAULT;
-    cfg.budget = 64u;
-    cfg.recent_window = ROWS;
+    pb_kvcache_config cfg = pbt_kvcache_config(64u, ROWS);
     cfg.obs_window = ROWS;
     cfg.prefill_max_len = LEN;
     for (uint32_t scope = 0; scope < 2u; ++scope) {
@@ -222,14 +228,7 @@ static void prefill_feed_equals(void **state) {
         pb_kvcache *a = NULL, *b = NULL;
         assert_int_equal(pb_kvcache_create(&cfg, NULL, &a), PB_OK);
         assert_int_equal(pb_kvcache_create(&cfg, NULL, &b), PB_OK);
-        pb_qk_config c = PB_QK_CONFIG_DEFAULT;
-        c.head_dim = D;
-        c.group = G;
-        c.reduce = PB_HEAD_REDUCE_MAX;
-        c.max_keys = LEN;
-        c.max_rows = ROWS;
-        pb_qk *qk = NULL;
-        assert_int_equal(pb_qk_create(&c, NULL, &qk), PB_OK);
+        pb_qk *qk = qk_made(D, G, PB_HEAD_REDUCE_MAX, LEN, ROWS);
         uint32_t ka[LEN], kb[LEN];
         size_t na = 0, nb = 0;
         assert_int_equal(pb_qk_prefill(qk, a, q, ROWS * D, D, ROWS, keys, D,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_configs.h"
 #include "test_rng.h"
 
 static void random_row(pbt_rng *g, float *w, size_t n) {
@@ -31,9 +32,7 @@ static void slots_are_old_ranks(void **state) {
     enum { CAP = 160 };
     for (uint32_t scorer = 0; scorer <= (uint32_t)PB_SCORER_NONE; ++scorer) {
         pbt_rng g = {11u + scorer};
-        pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-        c.budget = 64u;
-        c.recent_window = 8u;
+        pb_kvcache_config c = pbt_kvcache_config(64u, 8u);
         c.obs_window = 4u;
         c.pool_kernel = 1u + 2u * pbt_below(&g, 3u);
         c.capacity = CAP;
@@ -81,9 +80,7 @@ static void slots_are_old_ranks(void **state) {
 /* Too small a buffer: PB_ERR_BUFFER with the count, nothing written. */
 static void slots_buffer_too_small(void **state) {
     (void)state;
-    pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
-    c.budget = 8u;
-    c.recent_window = 2u;
+    pb_kvcache_config c = pbt_kvcache_config(8u, 2u);
     c.capacity = 20u;
     pb_kvcache *p = NULL;
     assert_int_equal(pb_kvcache_create(&c, NULL, &p), PB_OK);

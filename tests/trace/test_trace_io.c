@@ -17,21 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem_source.h"
 #include "trace_io.h"
-
-typedef struct membuf {
-    const unsigned char *p;
-    size_t n, at;
-} membuf;
-
-static size_t mem_read(void *ctx, void *buf, size_t n) {
-    membuf *m = (membuf *)ctx;
-    const size_t left = m->n - m->at;
-    if (n > left) n = left;
-    memcpy(buf, m->p + m->at, n);
-    m->at += n;
-    return n;
-}
 
 /* Reads a whole image; returns the number of records, or -1 with the
  * message in err. */

@@ -18,6 +18,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "workload_family_ref.h"
+#include "wl_suite.h"
 #include "workload_harness.h"
 
 typedef struct published {
@@ -62,43 +63,24 @@ static const family_member family[5] = {
       {1024u, 0.754149, 0.833734, 3072u}}},
 };
 
-static const pb_wl_config three_budgets[3] = {{256u, 1u}, {512u, 1u},
-                                              {1024u, 1u}};
-
 static pb_wl_run_params params_for(const family_member *m, int library,
                                    pb_wl_profile profile, uint32_t layers,
                                    const pb_wl_config *configs, size_t n) {
-    pb_wl_run_params p;
-    memset(&p, 0, sizeof p);
-    p.profile = profile;
-    p.layers = layers;
-    p.positions = PB_WL_POSITIONS;
-    p.recent_window = 32u;
-    p.obs_window = 16u;
-    p.pool_kernel = 7u;
+    pb_wl_run_params p = wl_params(profile, layers, configs, n);
     p.sinks = 4u;
     p.vtable = library ? m->library : m->reference;
     p.params_kind = m->kind;
-    p.configs = configs;
-    p.n_configs = n;
     return p;
-}
-
-static void run_ok(const pb_wl_run_params *p, pb_wl_result *res) {
-    char err[256] = "";
-    const int rc = pb_wl_run(p, res, NULL, err, sizeof err);
-    if (rc != 0) print_error("pb_wl_run: %s\n", err);
-    assert_int_equal(rc, 0);
 }
 
 static void fifteen_figures(int library) {
     for (size_t k = 0; k < 5; ++k) {
         const family_member *m = &family[k];
         pb_wl_run_params p =
-            params_for(m, library, PB_WL_DECODE4096, 1, three_budgets, 3);
+            params_for(m, library, PB_WL_DECODE4096, 1, wl_three_budgets, 3);
         p.kept_count = library ? pb_kvcache_kept_count : pb_wl_ref_kept_count;
         pb_wl_result res[3];
-        run_ok(&p, res);
+        wl_run_ok(&p, res, NULL);
         for (size_t i = 0; i < 3; ++i) {
             const published *f = &m->figures[i];
             if (res[i].mass != f->mass || res[i].recall != f->recall ||
@@ -143,22 +125,16 @@ static void test_layered_library_matches_reference(void **state) {
                 params_for(&family[k], 1, profile, 5, configs, 2);
             p.positions = 1200u;
             p.kept_count = pb_kvcache_kept_count;
-            run_ok(&p, lib);
+            wl_run_ok(&p, lib, NULL);
             p = params_for(&family[k], 0, profile, 5, configs, 2);
             p.positions = 1200u;
             p.kept_count = pb_wl_ref_kept_count;
-            run_ok(&p, ref);
+            wl_run_ok(&p, ref, NULL);
+            wl_assert_same_layers(lib, ref, 2, 5);
             for (size_t c = 0; c < 2; ++c)
-                for (uint32_t l = 0; l < 5; ++l) {
-                    assert_true(lib[c].layers[l].retained_sum ==
-                                ref[c].layers[l].retained_sum);
-                    assert_int_equal(lib[c].layers[l].hits,
-                                     ref[c].layers[l].hits);
-                    assert_int_equal(lib[c].layers[l].evictions,
-                                     ref[c].layers[l].evictions);
+                for (uint32_t l = 0; l < 5; ++l)
                     assert_int_equal(lib[c].layers[l].effective,
                                      ref[c].layers[l].effective);
-                }
             pb_wl_result_free(lib, 2);
             pb_wl_result_free(ref, 2);
         }
@@ -183,7 +159,7 @@ static void test_floors(void **state) {
     assert_non_null(strstr(err, "at least 5"));
     p = params_for(&family[2], 0, PB_WL_DECODE4096, 1, small, 1);
     p.positions = 200u;
-    run_ok(&p, res);
+    wl_run_ok(&p, res, NULL);
     assert_int_equal(res[0].peak_held, 5u);
     assert_int_equal(res[0].evictions, 199u - 3u);
     pb_wl_result_free(res, 1);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "wl_suite.h"
 #include "workload_harness.h"
 #include "workload_ref_vtable.h"
 
@@ -33,35 +34,15 @@ static const published figures[3] = {
     {1024u, 0.888049, 0.941169, 3072u},
 };
 
-static const pb_wl_config three_budgets[3] = {{256u, 1u}, {512u, 1u},
-                                              {1024u, 1u}};
-
 static pb_wl_run_params params_for(pb_wl_profile profile, uint32_t layers,
                                    const pb_kvcache_vtable *vt,
                                    const pb_wl_config *configs, size_t n) {
-    pb_wl_run_params p;
-    memset(&p, 0, sizeof p);
-    p.profile = profile;
-    p.layers = layers;
-    p.positions = PB_WL_POSITIONS;
-    p.recent_window = 32u;
-    p.obs_window = 16u;
-    p.pool_kernel = 7u;
+    pb_wl_run_params p = wl_params(profile, layers, configs, n);
     p.vtable = vt;
     p.params_kind = PB_WL_PARAMS_PYRAMIDKV;
     p.kept_count = vt == &pb_wl_test_ref_vtable ? pb_wl_test_ref_kept_count
                                                 : pb_kvcache_kept_count;
-    p.configs = configs;
-    p.n_configs = n;
     return p;
-}
-
-static void run_ok(const pb_wl_run_params *p, pb_wl_result *res,
-                   pb_wl_layer_info *info) {
-    char err[256] = "";
-    const int rc = pb_wl_run(p, res, info, err, sizeof err);
-    if (rc != 0) print_error("pb_wl_run: %s\n", err);
-    assert_int_equal(rc, 0);
 }
 
 static void check_published(const pb_wl_layer_stats *ls, const published *f,
@@ -79,10 +60,10 @@ static void check_published(const pb_wl_layer_stats *ls, const published *f,
 
 static void nine_figures(const pb_kvcache_vtable *vt, pb_wl_params_kind kind,
                          const char *what) {
-    pb_wl_run_params p = params_for(PB_WL_DECODE4096, 1, vt, three_budgets, 3);
+    pb_wl_run_params p = params_for(PB_WL_DECODE4096, 1, vt, wl_three_budgets, 3);
     p.params_kind = kind;
     pb_wl_result res[3];
-    run_ok(&p, res, NULL);
+    wl_run_ok(&p, res, NULL);
     for (size_t i = 0; i < 3; ++i) {
         check_published(&res[i].layers[0], &figures[i], what);
         assert_true(res[i].mass == figures[i].mass);
@@ -118,9 +99,9 @@ static void test_nine_figures_reference(void **state) {
 static void test_flat_layer0_is_decode4096(void **state) {
     (void)state;
     pb_wl_run_params p =
-        params_for(PB_WL_FLAT, 4, &pb_kvcache_pyramidkv, three_budgets, 3);
+        params_for(PB_WL_FLAT, 4, &pb_kvcache_pyramidkv, wl_three_budgets, 3);
     pb_wl_result res[3];
-    run_ok(&p, res, NULL);
+    wl_run_ok(&p, res, NULL);
     for (size_t i = 0; i < 3; ++i) {
         check_published(&res[i].layers[0], &figures[i], "flat layer 0");
         assert_int_equal(res[i].share_total, 4u * figures[i].budget);
@@ -140,18 +121,11 @@ static void test_library_matches_reference(void **state) {
         pb_wl_run_params p =
             params_for(profiles[k], 6, &pb_kvcache_pyramidkv, configs, 3);
         p.positions = 1500u;
-        run_ok(&p, lib, NULL);
+        wl_run_ok(&p, lib, NULL);
         p.vtable = &pb_wl_test_ref_vtable;
         p.kept_count = pb_wl_test_ref_kept_count;
-        run_ok(&p, ref, NULL);
-        for (size_t c = 0; c < 3; ++c)
-            for (uint32_t l = 0; l < 6; ++l) {
-                assert_true(lib[c].layers[l].retained_sum ==
-                            ref[c].layers[l].retained_sum);
-                assert_int_equal(lib[c].layers[l].hits, ref[c].layers[l].hits);
-                assert_int_equal(lib[c].layers[l].evictions,
-                                 ref[c].layers[l].evictions);
-            }
+        wl_run_ok(&p, ref, NULL);
+        wl_assert_same_layers(lib, ref, 3, 6);
         pb_wl_result_free(lib, 3);
         pb_wl_result_free(ref, 3);
     }
@@ -168,7 +142,7 @@ static void test_accounting_and_floors(void **state) {
     p.positions = 700u;
     pb_wl_result res[2];
     pb_wl_layer_info info[8];
-    run_ok(&p, res, info);
+    wl_run_ok(&p, res, info);
     for (size_t c = 0; c < 2; ++c) {
         uint64_t shares = 0, effective = 0, peak = 0;
         uint32_t floors = 0;
