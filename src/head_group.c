@@ -347,6 +347,12 @@ pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
                                    const size_t *attn_len) {
     if (group == NULL || (attn != NULL && attn_len == NULL))
         return PB_ERR_NULL;
+    return pb__group_observe(group, pos, attn, head_stride, attn_len, 1);
+}
+
+pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
+                            const float *attn, size_t head_stride,
+                            const size_t *attn_len, int check_weights) {
     if (pos <= group->last_pos) return PB_ERR_POSITION;
     const uint32_t nh = group->num_heads;
     if (attn != NULL) {
@@ -355,7 +361,7 @@ pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
                 return PB_ERR_LENGTH;
             if (nh > 1u && attn_len[h] > head_stride) return PB_ERR_LENGTH;
         }
-        for (uint32_t h = 0; h < nh; h++) {
+        for (uint32_t h = 0; h < nh && check_weights; h++) {
             const float *row = attn + (size_t)h * head_stride;
             for (size_t i = 0; i < attn_len[h]; i++)
                 if (!weight_valid(row[i])) return PB_ERR_WEIGHT;

@@ -82,6 +82,12 @@ size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
                        const size_t *cand_n, uint32_t num_heads, size_t k,
                        const size_t *must, size_t *take);
 
+/* pb_kvcache_group_observe after its NULL checks; check_weights 0 skips
+ * the weight check for rows known valid (softmax output). */
+pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
+                            const float *attn, size_t head_stride,
+                            const size_t *attn_len, int check_weights);
+
 /* The bytes of prefill workspace for a prompt of len positions
  * (pb_kvcache_group_prefill_workspace_size), from the plan alone.
  * PB_ERR_TOO_LARGE if it does not fit in size_t. */
