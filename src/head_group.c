@@ -11,6 +11,7 @@
 #include "allocator.h"
 #include "head_group_internal.h"
 #include "policy_internal.h"
+#include "weight_check.h"
 
 #define GROUP_INFO_SIZE_0_2 40u
 #define ALIGN64(n) (((n) + 63u) & ~(size_t)63u)
@@ -333,13 +334,13 @@ pb_status pb_kvcache_group_reset(pb_kvcache_group *group) {
     return PB_OK;
 }
 
-/* A weight is valid when it is finite and not negative (-0.0 is valid),
- * read by its bits as the instances read it. */
-static int weight_valid(float w) {
-    uint32_t u;
-    memcpy(&u, &w, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return 0;
-    return (u & 0x80000000u) == 0u || (u & 0x7fffffffu) == 0u;
+/* Nonzero if a weight of row[0 .. n-1] is invalid (docs/spec.md §1.2),
+ * read by its bits as the instances read it: one branch-free pass that
+ * vectorises. */
+static uint32_t row_bad(const float *row, size_t n) {
+    uint32_t bad = 0u;
+    for (size_t i = 0; i < n; i++) bad |= pb__weight_bad(row[i]);
+    return bad;
 }
 
 pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
@@ -361,11 +362,9 @@ pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                 return PB_ERR_LENGTH;
             if (nh > 1u && attn_len[h] > head_stride) return PB_ERR_LENGTH;
         }
-        for (uint32_t h = 0; h < nh && check_weights; h++) {
-            const float *row = attn + (size_t)h * head_stride;
-            for (size_t i = 0; i < attn_len[h]; i++)
-                if (!weight_valid(row[i])) return PB_ERR_WEIGHT;
-        }
+        for (uint32_t h = 0; h < nh && check_weights; h++)
+            if (row_bad(attn + (size_t)h * head_stride, attn_len[h]))
+                return PB_ERR_WEIGHT;
     }
     for (uint32_t h = 0; h < nh; h++)
         if (pb_kvcache_kept_count(group->heads[h]) >=
