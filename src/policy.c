@@ -44,9 +44,7 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
     void *block = a.alloc(a.ctx, total);
     if (block == NULL) return PB_ERR_NOMEM;
 
-    const uintptr_t start =
-        ((uintptr_t)block + (PB__ALIGN - 1u)) & ~(uintptr_t)(PB__ALIGN - 1u);
-    unsigned char *base = (unsigned char *)block + (start - (uintptr_t)block);
+    unsigned char *base = pb__block_start(block);
     pb_kvcache *p = (pb_kvcache *)(void *)base;
     memset(base, 0, PB__STATE_BYTES);
     p->ops = ops;
@@ -175,7 +173,7 @@ static inline void evict_range(const pb_kvcache *p, uint32_t budget, size_t *fir
     /* Protected: the newest min(recent_window, held) positions (also every
      * position the scorer has not observed yet, all of them among the
      * newest) and the sinks, all of them among the oldest. */
-    const size_t recent_window = (size_t)p->cfg.params.recent_window;
+    const size_t recent_window = (size_t)p->cfg.recent_window;
     size_t recent = recent_window < p->kept ? recent_window : p->kept;
     if (p->unobserved > recent) recent = p->unobserved;
     *end = p->kept - recent;

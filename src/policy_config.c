@@ -85,15 +85,9 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
      * `sinks` sinks and recent_window protected ones may be held. */
     if ((uint64_t)c->sinks + c->recent_window >= capacity) return PB_ERR_PARAM;
 
-    pb_kvcache_pyramidkv_params p;
-    p.budget = c->budget;
-    p.layer = c->layer;
-    p.num_layers = c->num_layers;
-    p.pyramid_ratio = c->pyramid_ratio;
-    p.recent_window = c->recent_window;
-    p.obs_window = c->obs_window;
-    p.pool_kernel = c->pool_kernel;
-    out->params = p;
+    out->recent_window = c->recent_window;
+    out->obs_window = c->obs_window;
+    out->pool_kernel = c->pool_kernel;
     out->share = c->share;
     out->scorer = c->scorer;
     out->sinks = c->sinks;
@@ -104,19 +98,6 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
     out->effective = effective;
     out->capacity = capacity;
     return PB_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Layout                                                                   */
-
-/* Appends a region of `bytes` at *cursor, rounded up to whole lines. */
-int pb__region(size_t *cursor, size_t bytes, size_t *offset) {
-    if (bytes > SIZE_MAX - (PB__ALIGN - 1u)) return 0;
-    const size_t rounded = (bytes + PB__ALIGN - 1u) & ~(PB__ALIGN - 1u);
-    if (rounded > SIZE_MAX - *cursor) return 0;
-    *offset = *cursor;
-    *cursor += rounded;
-    return 1;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -32,13 +32,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "block_layout.h"
 #include "kernels.h"
 #include "pyramidkv/pyramidkv.h"
 #include "weight_check.h"
 
-/* Every array of an instance starts on its own cache line, and the whole
- * instance is padded to whole lines, so two instances never share a line. */
-#define PB__ALIGN ((size_t)64)
 
 /* A hint that the cache line holding addr is read (rw 0) or written (rw 1)
  * soon. It changes no value; compilers without the builtin get nothing. */
@@ -52,9 +50,12 @@
 /* Resolved configuration                                                   */
 
 /* A configuration after validation, with the share and the capacity
- * resolved. */
+ * resolved: what the engine reads of it (the budget, the layer and the
+ * pyramid are spent in resolving the share). */
 typedef struct pb__config {
-    pb_kvcache_pyramidkv_params params;
+    uint32_t recent_window;   /* newest positions never evicted */
+    uint32_t obs_window;      /* steps a window score sums */
+    uint32_t pool_kernel;     /* odd width of the score pooling */
     uint32_t share;           /* explicit share, 0: the pyramid formula */
     uint32_t scorer;          /* pb_scorer */
     uint32_t sinks;           /* earliest positions never evicted */
@@ -289,10 +290,6 @@ const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer);
  * Every scorer reserves the same, so an instance's size depends on its
  * arrays only. */
 #define PB__STATE_BYTES ((size_t)8 * PB__ALIGN)
-
-/* Appends a region of `bytes` at *cursor, rounded up to whole lines, its
- * offset to *offset; 0 if that overflows (policy_config.c). */
-int pb__region(size_t *cursor, size_t bytes, size_t *offset);
 
 /* The bytes pb__kvcache_peek_lowest's work area needs for this instance. */
 size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p);

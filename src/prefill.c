@@ -68,7 +68,7 @@ static void plan_selection(const pb__window *p, uint32_t budget,
         pl->eligible = prefix;
     } else {
         /* pb_kvcache_evict(budget) on the fed instance. */
-        const size_t rw = (size_t)p->c.cfg.params.recent_window;
+        const size_t rw = (size_t)p->c.cfg.recent_window;
         const size_t recent = rw < len ? rw : len;
         const size_t evictable = len - recent;
         size_t needed = len - target;
@@ -90,7 +90,7 @@ PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
     /* An instance of another scorer has no pooling scratch of its own. */
     const pb__window *w = pb__window_of_const(policy);
     pb__prefill_scratch need;
-    if (pb__prefill_scratch_of(policy->cfg.params.pool_kernel,
+    if (pb__prefill_scratch_of(policy->cfg.pool_kernel,
                                w != NULL ? w->work_bytes : 0u, len,
                                &need) != PB_OK)
         return PB_ERR_TOO_LARGE;
@@ -351,12 +351,12 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     /* Prompt scoring is the window scorer's, and it knows no sinks. */
     if (p == NULL || p->c.cfg.sinks != 0u) return PB_ERR_PARAM;
     if (p->c.cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE &&
-        rows != (size_t)p->c.cfg.params.recent_window)
+        rows != (size_t)p->c.cfg.recent_window)
         return PB_ERR_PARAM;
     if ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN != 0u)
         return PB_ERR_PARAM;
     pb__prefill_scratch need;
-    if (pb__prefill_scratch_of(p->c.cfg.params.pool_kernel, p->work_bytes, len,
+    if (pb__prefill_scratch_of(p->c.cfg.pool_kernel, p->work_bytes, len,
                                &need) != PB_OK ||
         rows > SIZE_MAX / len)
         return PB_ERR_TOO_LARGE;
@@ -411,7 +411,7 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
     if (pl.needed > 0u) {
         if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
             pb__pool_avg(x, pl.scored, p->half_kernel,
-                         p->c.cfg.params.pool_kernel, pool_work,
+                         p->c.cfg.pool_kernel, pool_work,
                          pool_work_bytes);
         else
             pb__pool_max(x, pl.scored, p->half_kernel, pool_work,

@@ -89,7 +89,7 @@ void pb__source_reset(pb_kvcache *inst) {
 static void range_after(const pb__source *p, uint32_t pos, size_t *first,
                         size_t *end) {
     const size_t kept = p->c.kept + 1u;
-    const size_t window = (size_t)p->c.cfg.params.recent_window;
+    const size_t window = (size_t)p->c.cfg.recent_window;
     size_t recent = window < kept ? window : kept;
     /* After a step with weights only pos is unobserved. */
     if (p->kind->protects_unobserved && recent < 1u) recent = 1u;

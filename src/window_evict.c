@@ -164,7 +164,7 @@ static void evict_full(pb__window *p, size_t first, size_t end,
     pb__ring_window_scores(p->c.k, p->ring, p->row_stride, p->obs_window, n,
                            p->c.holes, p->c.n_holes, x);
     if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
-        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.params.pool_kernel, p->work,
+        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.pool_kernel, p->work,
                      p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, p->work, p->work_bytes);
@@ -295,7 +295,7 @@ void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                 p->ring, p->row_stride, p->obs_window, run.col + j,
                 p->lazy_holes, p->n_lazy, p->dense_rows);
     if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
-        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.params.pool_kernel,
+        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.pool_kernel,
                      pool_work, p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, pool_work, p->work_bytes);

@@ -64,7 +64,7 @@
 typedef struct pb__window {
     pb_kvcache c;         /* the common part (first: an instance is this) */
     uint32_t slot;        /* ring slot the next observed step writes */
-    uint32_t obs_window;  /* cfg.params.obs_window */
+    uint32_t obs_window;  /* cfg.obs_window */
     unsigned last_path;   /* how the last evict that chose victims went, a
                              pb__path (read by white-box tests only) */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */

@@ -77,7 +77,7 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
      * the lazy state's old layout at most pb__lazy_room(capacity). */
     const size_t columns = capacity + max_holes;
     const size_t ring_columns = capacity + pb__lazy_room(capacity);
-    const size_t obs = (size_t)cfg->params.obs_window;
+    const size_t obs = (size_t)cfg->obs_window;
     const size_t floats_per_line = PB__ALIGN / sizeof(float);
 
     size_t row_stride = (ring_columns + floats_per_line - 1u) &
@@ -90,9 +90,9 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
     size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
     size_t heap_bytes = PB__FILTER_MAX_NEEDED;
     const size_t work_bytes =
-        pb__pool_work_bytes(cfg->params.pool_kernel, capacity);
+        pb__pool_work_bytes(cfg->pool_kernel, capacity);
     pb__prefill_scratch prefill;
-    if (pb__prefill_scratch_of(cfg->params.pool_kernel, work_bytes,
+    if (pb__prefill_scratch_of(cfg->pool_kernel, work_bytes,
                                (size_t)cfg->prefill_max_len,
                                &prefill) != PB_OK)
         return PB_ERR_TOO_LARGE;
@@ -114,19 +114,19 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
     const size_t select_bytes = hist_bytes > cand_bytes + heap_bytes
                                     ? hist_bytes
                                     : cand_bytes + heap_bytes;
-    size_t cursor = 0, off_struct = 0;
-    if (!pb__region(&cursor, PB__STATE_BYTES, &off_struct) ||
-        !pb__region(&cursor, pos_bytes, &out->off_pos) ||
-        !pb__region(&cursor, ring_bytes, &out->off_ring) ||
-        !pb__region(&cursor, score_bytes, &out->off_scores) ||
-        !pb__region(&cursor, alive_bytes, &out->off_alive) ||
-        !pb__region(&cursor, hole_bytes, &out->off_holes) ||
-        !pb__region(&cursor, lazy_bytes, &out->off_lazy) ||
-        !pb__region(&cursor, work_bytes, &out->off_work) ||
-        !pb__region(&cursor, select_bytes, &out->off_hist) ||
-        !pb__region(&cursor, prefill_bytes, &out->off_prefill) ||
-        cursor > SIZE_MAX - (PB__ALIGN - 1u))
-        return PB_ERR_TOO_LARGE;
+    pb__cursor c = {0, 0};
+    const size_t off_struct = pb__part(&c, PB__STATE_BYTES);
+    out->off_pos = pb__part(&c, pos_bytes);
+    out->off_ring = pb__part(&c, ring_bytes);
+    out->off_scores = pb__part(&c, score_bytes);
+    out->off_alive = pb__part(&c, alive_bytes);
+    out->off_holes = pb__part(&c, hole_bytes);
+    out->off_lazy = pb__part(&c, lazy_bytes);
+    out->off_work = pb__part(&c, work_bytes);
+    out->off_hist = pb__part(&c, select_bytes);
+    out->off_prefill = pb__part(&c, prefill_bytes);
+    const size_t total = pb__block_bytes(&c);
+    if (total == 0u) return PB_ERR_TOO_LARGE;
     assert(off_struct == 0u);
     (void)off_struct;
     out->off_cands = out->off_hist;
@@ -135,10 +135,10 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
     out->max_holes = max_holes;
     out->work_bytes = work_bytes;
     out->prefill_bytes = prefill_bytes;
-    out->span = cursor;
+    out->span = c.at;
     /* The allocator's alignment is unknown: ask for enough to start on a
      * line wherever the block lands. */
-    out->total = cursor + (PB__ALIGN - 1u);
+    out->total = total;
     return PB_OK;
 }
 
@@ -186,8 +186,8 @@ static void window_init(pb_kvcache *inst) {
     assert(st == PB_OK); /* create sized the block by the same layout */
     (void)st;
     unsigned char *base = (unsigned char *)(void *)p;
-    p->obs_window = cfg.params.obs_window;
-    p->half_kernel = (size_t)(cfg.params.pool_kernel - 1u) / 2u;
+    p->obs_window = cfg.obs_window;
+    p->half_kernel = (size_t)(cfg.pool_kernel - 1u) / 2u;
     p->row_stride = layout.row_stride;
     p->c.pos = (uint32_t *)(void *)(base + layout.off_pos);
     p->ring = (float *)(void *)(base + layout.off_ring);
