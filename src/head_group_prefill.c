@@ -10,6 +10,7 @@
 
 #include "block_layout.h"
 #include "head_group_internal.h"
+#include "policy_internal.h"
 #include "weight_check.h"
 
 /* docs/spec.md §7.5 for an instance of this capacity and kernel. */
@@ -77,7 +78,8 @@ pb_status pb_kvcache_group_prefill(
         return PB_ERR_NULL;
     const uint32_t nh = group->num_heads;
     if (len == 0u || rows == 0u || rows > len ||
-        group->scorer != PB_SCORER_WINDOW || group->sinks != 0u ||
+        pb__scorer_ops_of(group->scorer)->prefill == NULL ||
+        group->sinks != 0u ||
         (workspace != NULL &&
          ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN) != 0u))
         return PB_ERR_PARAM;

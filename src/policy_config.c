@@ -58,13 +58,13 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
     if (c->obs_window == 0u) return PB_ERR_PARAM;
     if (c->pool_kernel == 0u || c->pool_kernel % 2u == 0u) return PB_ERR_PARAM;
     if (c->pool > (uint32_t)PB_POOL_AVG) return PB_ERR_PARAM;
-    if (pb__scorer_ops_of(c->scorer) == NULL) return PB_ERR_PARAM;
+    const pb__scorer_ops *ops = pb__scorer_ops_of(c->scorer);
+    if (ops == NULL) return PB_ERR_PARAM;
     if (c->prefill_scope > (uint32_t)PB_PREFILL_REFERENCE) return PB_ERR_PARAM;
     if (c->row_stores > (uint32_t)PB_ROW_STORES_STREAMED) return PB_ERR_PARAM;
-    /* The prefill door scores a prompt by observation windows and knows no
-     * sinks: it serves only the plain window scorer (docs/prefill.md). */
-    if (c->prefill_max_len != 0u &&
-        (c->scorer != (uint32_t)PB_SCORER_WINDOW || c->sinks != 0u))
+    /* Prefill scratch serves a scorer with a prefill entry, and the prefill
+     * door knows no sinks (docs/prefill.md). */
+    if (c->prefill_max_len != 0u && (ops->prefill == NULL || c->sinks != 0u))
         return PB_ERR_PARAM;
     if (c->capacity != 0u &&
         (uint64_t)c->capacity < (uint64_t)c->recent_window + 2u)
@@ -105,11 +105,11 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
 
 /* A new scorer: its pb_scorer value, its file, one line here. */
 static const pb__scorer_ops *const scorer_table[] = {
-    &pb__window_ops,     /* PB_SCORER_WINDOW */
-    &pb__cumulative_ops, /* PB_SCORER_CUMULATIVE */
-    &pb__last_ops,       /* PB_SCORER_LAST */
-    &pb__votes_ops,      /* PB_SCORER_VOTES */
-    &pb__none_ops,       /* PB_SCORER_NONE */
+    [PB_SCORER_WINDOW] = &pb__window_ops,
+    [PB_SCORER_CUMULATIVE] = &pb__cumulative_ops,
+    [PB_SCORER_LAST] = &pb__last_ops,
+    [PB_SCORER_VOTES] = &pb__votes_ops,
+    [PB_SCORER_NONE] = &pb__none_ops,
 };
 
 const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer) {

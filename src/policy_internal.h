@@ -225,9 +225,42 @@ static inline size_t pb__holes_below(const pb_kvcache *p, size_t col) {
     return lo;
 }
 
+/* The scratch the prefill door needs for a prompt of `len` positions, in
+ * three parts laid out in this order: one double per position (window,
+ * then pooled scores), a pooling scratch of pb__pool_work_bytes(kernel,
+ * len) only when the instance's own (work_bytes) is smaller, and one double
+ * per four positions for the candidates of the narrowed selection.
+ * pb_kvcache_prefill_workspace_size reports the total, and create reserves
+ * it (rounded up to a whole line) for options.prefill_max_len; the parts
+ * only grow with len, so the reservation serves every shorter prompt. */
+typedef struct pb__prefill_scratch {
+    size_t score_bytes, pool_bytes, cand_bytes;
+    size_t total;
+} pb__prefill_scratch;
+
+/* Fills *out for this kernel, instance pooling scratch and len. PB_OK, or
+ * PB_ERR_TOO_LARGE if len is above UINT32_MAX or a size does not fit in
+ * size_t. Pure (prefill.c). */
+pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
+                                 size_t len, pb__prefill_scratch *out);
+
+/* A prompt handed to a scorer's prefill entry: the arguments of
+ * pb_kvcache_prefill (pyramidkv_prefill.h) after the door's checks. */
+typedef struct pb__prompt {
+    const float *attn;
+    size_t rows, len;
+    uint32_t budget;
+    void *workspace;
+    size_t workspace_bytes;
+    uint32_t *kept;
+    size_t kept_cap;
+    uint32_t *victims;
+    size_t victims_cap;
+} pb__prompt;
+
 /*
- * What a scorer does, called by the doors (policy.c) with validated
- * arguments. Chosen at create from cfg.scorer (pb__scorer_ops_of); the
+ * What a scorer does, called by the doors (policy.c, prefill.c) with
+ * validated arguments. Chosen at create from cfg.scorer (pb__scorer_ops_of); the
  * common path never asks which scorer an instance has.
  */
 typedef struct pb__scorer_ops {
@@ -273,6 +306,20 @@ typedef struct pb__scorer_ops {
     double (*score)(const pb_kvcache *p, size_t col);
     /* 1: that score is a window score (pb_kvcache_window_score answers). */
     int window;
+    /* The prompt's compress (pb_kvcache_prefill) on a scorer that scores
+     * prompts, NULL on one that does not (the door then refuses with
+     * PB_ERR_PARAM, and so does a config asking for prefill scratch). The
+     * door has checked the arguments, that the instance has no sinks, the
+     * rows of the reference scope and the workspace's alignment; the entry
+     * checks the rest in the order the header documents, and changes
+     * nothing on an error. */
+    pb_status (*prefill)(pb_kvcache *p, const pb__prompt *in,
+                         size_t *n_kept);
+    /* pb_kvcache_prefill_workspace_size for this instance, NULL where
+     * prefill is (the size is then pb__prefill_scratch_of's with no
+     * pooling scratch of the instance's own). */
+    pb_status (*prefill_workspace)(const pb_kvcache *p, size_t len,
+                                   size_t *bytes);
 } pb__scorer_ops;
 
 /* The scorers, each defined in its own file, and the table of

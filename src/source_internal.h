@@ -245,26 +245,26 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
                       uint32_t *victims);
 double pb__source_score(const pb_kvcache *p, size_t rank);
 
-/* The table entry `name` of a score source whose kind is `kind` (a static
+/* The table entry `entry` of a score source whose kind is `kind` (a static
  * const pb__source_kind of the same file). */
-#define PB__SOURCE_ENTRY(name, label, kind)                                   \
-    static pb_status source_size_##name(const pb__config *cfg,               \
+#define PB__SOURCE_ENTRY(entry, label, kind)                                   \
+    static pb_status source_size_##entry(const pb__config *cfg,               \
                                         size_t *total) {                      \
         return pb__source_size(cfg, &(kind), total);                          \
     }                                                                         \
-    static void source_init_##name(pb_kvcache *p) {                          \
+    static void source_init_##entry(pb_kvcache *p) {                          \
         pb__source_init(p, &(kind));                                          \
     }                                                                         \
-    const pb__scorer_ops name = {label,                                       \
-                                 source_size_##name,                          \
-                                 source_init_##name,                          \
-                                 pb__source_reset,                            \
-                                 NULL,                                        \
-                                 pb__source_observe,                          \
-                                 pb__source_evict,                            \
-                                 pb__source_peek_lowest,                      \
-                                 pb__source_peek_work_bytes,                  \
-                                 pb__source_score,                            \
-                                 0};
+    const pb__scorer_ops entry = {                                             \
+        .name = label,                                                        \
+        .size = source_size_##entry,                                           \
+        .init = source_init_##entry,                                           \
+        .reset = pb__source_reset,                                            \
+        .observe = pb__source_observe,                                        \
+        .evict = pb__source_evict,                                            \
+        .peek_lowest = pb__source_peek_lowest,                                \
+        .peek_work_bytes = pb__source_peek_work_bytes,                        \
+        .score = pb__source_score,                                            \
+    };
 
 #endif /* PB_SRC_SOURCE_INTERNAL_H */

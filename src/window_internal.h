@@ -145,25 +145,6 @@ static inline const pb__window *pb__window_of_const(const pb_kvcache *p) {
                                      : NULL;
 }
 
-/* The scratch the prefill door needs for a prompt of `len` positions, in
- * three parts laid out in this order: one double per position (window,
- * then pooled scores), a pooling scratch of pb__pool_work_bytes(kernel,
- * len) only when the instance's own (work_bytes) is smaller, and one double
- * per four positions for the candidates of the narrowed selection.
- * pb_kvcache_prefill_workspace_size reports the total, and create reserves
- * it (rounded up to a whole line) for options.prefill_max_len; the parts
- * only grow with len, so the reservation serves every shorter prompt. */
-typedef struct pb__prefill_scratch {
-    size_t score_bytes, pool_bytes, cand_bytes;
-    size_t total;
-} pb__prefill_scratch;
-
-/* Fills *out for this kernel, instance pooling scratch and len. PB_OK, or
- * PB_ERR_TOO_LARGE if len is above UINT32_MAX or a size does not fit in
- * size_t. Pure. */
-pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
-                                 size_t len, pb__prefill_scratch *out);
-
 /* The sizes and offsets (from the aligned start) of an instance's block. */
 typedef struct pb__layout {
     size_t row_stride, max_holes;
@@ -381,6 +362,13 @@ void pb__window_finish_lazy(pb__window *p);
 /* The window scorer's evict (pb__scorer_ops.evict). */
 void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
                       size_t needed, uint32_t *victims);
+
+/* Its prefill entry (pb__scorer_ops.prefill, prefill_workspace;
+ * window_prefill.c). */
+pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
+                             size_t *n_kept);
+pb_status pb__window_prefill_workspace(const pb_kvcache *inst, size_t len,
+                                       size_t *bytes);
 
 /* Its peek (pb__scorer_ops.peek_lowest) and the scratch it needs. */
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,

@@ -39,20 +39,6 @@ static int mul_ok(size_t *a, size_t b) {
     return 1;
 }
 
-pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
-                                 size_t len, pb__prefill_scratch *out) {
-    /* pb__pool_work_bytes is exact for len < SIZE_MAX / 16; the three parts
-     * then add up without overflow. */
-    if ((uint64_t)len > (uint64_t)UINT32_MAX || len > SIZE_MAX / 32u)
-        return PB_ERR_TOO_LARGE;
-    const size_t pool = pb__pool_work_bytes(pool_kernel, len);
-    out->score_bytes = len * sizeof(double);
-    out->pool_bytes = work_bytes >= pool ? 0u : pool;
-    out->cand_bytes = (len / 4u) * sizeof(double);
-    out->total = out->score_bytes + out->pool_bytes + out->cand_bytes;
-    return PB_OK;
-}
-
 /* Dead columns tolerated before a cheap evict compacts: 1/64 of the
  * capacity (1.2 bytes per position at obs_window 16, besides the ring's
  * columns), so the compaction, which moves every ring row, pos[] and the
@@ -336,7 +322,17 @@ static double window_score(const pb_kvcache *inst, size_t col) {
 }
 
 const pb__scorer_ops pb__window_ops = {
-    "window",          window_size,           window_init,
-    window_reset,      window_next_row,       window_observe,
-    pb__window_evict,  pb__window_peek_lowest, pb__window_peek_work_bytes,
-    window_score,      1};
+    .name = "window",
+    .size = window_size,
+    .init = window_init,
+    .reset = window_reset,
+    .next_row = window_next_row,
+    .observe = window_observe,
+    .evict = pb__window_evict,
+    .peek_lowest = pb__window_peek_lowest,
+    .peek_work_bytes = pb__window_peek_work_bytes,
+    .score = window_score,
+    .window = 1,
+    .prefill = pb__window_prefill,
+    .prefill_workspace = pb__window_prefill_workspace,
+};
