@@ -175,7 +175,10 @@ static inline void evict_range(const pb_kvcache *p, uint32_t budget, size_t *fir
      * newest) and the sinks, all of them among the oldest. */
     const size_t recent_window = (size_t)p->cfg.recent_window;
     size_t recent = recent_window < p->kept ? recent_window : p->kept;
-    if (p->unobserved > recent) recent = p->unobserved;
+    if (p->ops->unobserved != NULL) {
+        const size_t unobserved = p->ops->unobserved(p);
+        if (unobserved > recent) recent = unobserved;
+    }
     *end = p->kept - recent;
     const size_t sinks = sinks_held(p);
     *first = sinks < *end ? sinks : *end;

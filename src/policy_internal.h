@@ -181,8 +181,6 @@ struct pb_kvcache {
     uint32_t *pos;        /* positions by column, ascending */
     size_t *holes;        /* dead columns of pos[], ascending */
     size_t n_holes;
-    size_t unobserved;    /* the newest positions protected because no
-                             step has observed them (the last scorer) */
     uint32_t q_limit_bits;/* the door's weight check also flags weights at
                              or above this bit pattern (PB__WEIGHT_BIG;
                              UINT32_MAX: none) */
@@ -306,6 +304,9 @@ typedef struct pb__scorer_ops {
     double (*score)(const pb_kvcache *p, size_t col);
     /* 1: that score is a window score (pb_kvcache_window_score answers). */
     int window;
+    /* The newest positions the scorer has not observed, which an evict
+     * spares besides the recent window; NULL: none. */
+    size_t (*unobserved)(const pb_kvcache *p);
     /* The prompt's compress (pb_kvcache_prefill) on a scorer that scores
      * prompts, NULL on one that does not (the door then refuses with
      * PB_ERR_PARAM, and so does a config asking for prefill scratch). The
