@@ -157,17 +157,23 @@ static inline int pb__run_next(pb__runs *it, const size_t *holes,
 
 struct pb__scorer_ops;
 
+/* The dead columns of an instance's pos[], ascending: at[0 .. n-1]. */
+typedef struct pb__holes {
+    const size_t *at;
+    size_t n;
+} pb__holes;
+
 /*
  * The common part of one policy instance: the first member of every
  * scorer's state struct, at the start of the instance's one block (all
  * arrays live in that block, obtained at create).
  *
  * Held positions are numbered by their rank i (0 = oldest); pos[] holds
- * them by column, ascending. Columns and ranks differ only by holes: the
- * window scorer leaves the columns of a few victims in place until a
- * compaction (window_internal.h), each keeping its old position, so pos[]
- * stays ascending over all columns. Every other scorer has no hole
- * (holes NULL, n_holes 0: column == rank).
+ * them by column, ascending. Columns and ranks differ only by holes: a
+ * scorer may leave the columns of a few victims in place (the window
+ * scorer does, until a compaction: window_internal.h), each keeping its
+ * old position, so pos[] stays ascending over all columns; its table entry
+ * `holes` lists them. Every other scorer has none (column == rank).
  */
 struct pb_kvcache {
     const struct pb__scorer_ops *ops; /* the scorer's, chosen at create */
@@ -179,8 +185,6 @@ struct pb_kvcache {
                              ranks, never evicted (admissions count
                              them) */
     uint32_t *pos;        /* positions by column, ascending */
-    size_t *holes;        /* dead columns of pos[], ascending */
-    size_t n_holes;
     uint32_t q_limit_bits;/* the door's weight check also flags weights at
                              or above this bit pattern (PB__WEIGHT_BIG;
                              UINT32_MAX: none) */
@@ -195,33 +199,6 @@ struct pb_kvcache {
     void *block;            /* what the allocator returned */
     size_t block_bytes;     /* what it was asked for */
 };
-
-/* The first column whose position is at least pos (kept + n_holes if
- * none): the columns' positions, holes included, ascend. */
-static inline size_t pb__column_at_least(const pb_kvcache *p, uint32_t pos) {
-    size_t lo = 0, hi = p->kept + p->n_holes;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->pos[mid] < pos)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* How many holes lie below column col (holes[] ascends). */
-static inline size_t pb__holes_below(const pb_kvcache *p, size_t col) {
-    size_t lo = 0, hi = p->n_holes;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->holes[mid] < col)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 /* The scratch the prefill door needs for a prompt of `len` positions, in
  * three parts laid out in this order: one double per position (window,
@@ -304,6 +281,9 @@ typedef struct pb__scorer_ops {
     double (*score)(const pb_kvcache *p, size_t col);
     /* 1: that score is a window score (pb_kvcache_window_score answers). */
     int window;
+    /* The dead columns the scorer leaves in pos[] now; NULL: it leaves
+     * none (column == rank). */
+    pb__holes (*holes)(const pb_kvcache *p);
     /* The newest positions the scorer has not observed, which an evict
      * spares besides the recent window; NULL: none. */
     size_t (*unobserved)(const pb_kvcache *p);
@@ -332,6 +312,40 @@ extern const pb__scorer_ops pb__last_ops;       /* score_last.c */
 extern const pb__scorer_ops pb__votes_ops;      /* score_votes.c */
 extern const pb__scorer_ops pb__none_ops;       /* score_none.c */
 const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer);
+
+/* The holes of an instance (its scorer's entry; none without one). */
+static inline pb__holes pb__holes_of(const pb_kvcache *p) {
+    const pb__holes none = {NULL, 0u};
+    return p->ops->holes != NULL ? p->ops->holes(p) : none;
+}
+
+/* The first column whose position is at least pos (kept + h.n if none):
+ * the columns' positions, holes h included, ascend. */
+static inline size_t pb__column_at_least(const pb_kvcache *p, pb__holes h,
+                                         uint32_t pos) {
+    size_t lo = 0, hi = p->kept + h.n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (p->pos[mid] < pos)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many of the holes h lie below column col. */
+static inline size_t pb__holes_below(pb__holes h, size_t col) {
+    size_t lo = 0, hi = h.n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (h.at[mid] < col)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* The first lines of every instance's block: its state, the common part
  * and the scorer's own struct (each scorer checks that its struct fits).

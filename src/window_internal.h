@@ -54,12 +54,12 @@
  * rewritten (pb__window_finish_lazy). The lazy state never has prefix folds, and has
  * no hole unless the sums are kept (or were when the hole came).
  *
- * Doors other than the scorer's own (the prefill door) may write pos, kept, slot
- * and the ring directly, but only on an instance fresh from create or reset
- * (no holes, not lazy, sums_valid and prefix_valid 0, zero_upto 1), and
- * they must leave n_holes and n_lazy at 0, sums_valid and prefix_valid at
- * 0 and zero_upto at most kept; the engine rebuilds its sums or prefix
- * folds when it next wants them.
+ * The prefill entry (window_prefill.c) writes pos, kept, slot and the ring
+ * directly, on an instance fresh from create or reset only (no holes, not
+ * lazy, sums_valid and prefix_valid 0, zero_upto 1), and leaves n_holes
+ * and n_lazy at 0, sums_valid and prefix_valid at 0 and zero_upto at most
+ * kept; the engine rebuilds its sums or prefix folds when it next wants
+ * them.
  */
 typedef struct pb__window {
     pb_kvcache c;         /* the common part (first: an instance is this) */
@@ -79,7 +79,9 @@ typedef struct pb__window {
     size_t columns;       /* capacity + max_holes: length of pos[], scores[] */
     uint64_t *alive;      /* [ceil(row_stride / 64)] evict scratch:
                              surviving columns */
-    size_t max_holes;     /* room of c.holes[] */
+    size_t *holes;        /* dead columns of c.pos[], ascending */
+    size_t n_holes;
+    size_t max_holes;     /* room of holes[] */
     size_t *lazy_holes;   /* [pb__lazy_room(capacity)] dead
                              columns of the rows not yet rewritten,
                              ascending; n_lazy > 0 only in the lazy state */

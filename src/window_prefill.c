@@ -355,7 +355,7 @@ pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
     /* A fresh instance has dense columns and no window sums to keep up:
      * the survivors are written to columns 0 .. n-1 and the engine rebuilds
      * its sums when an evict wants them. */
-    assert(p->c.n_holes == 0u && !p->sums_valid);
+    assert(p->n_holes == 0u && !p->sums_valid);
 
     unsigned char *scratch = workspace;
     size_t scratch_bytes = in->workspace_bytes;

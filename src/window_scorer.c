@@ -143,7 +143,7 @@ static void reset_state(pb__window *p) {
     p->c.kept = 1u;
     p->c.sinks_kept = p->c.cfg.sinks != 0u; /* position 0 */
     p->slot = 0u;
-    p->c.n_holes = 0u;
+    p->n_holes = 0u;
     p->prefix_valid = 0;
     p->n_lazy = 0u;
     p->dense_rows = 0u;
@@ -179,7 +179,7 @@ static void window_init(pb_kvcache *inst) {
     p->ring = (float *)(void *)(base + layout.off_ring);
     p->scores = (double *)(void *)(base + layout.off_scores);
     p->alive = (uint64_t *)(void *)(base + layout.off_alive);
-    p->c.holes = (size_t *)(void *)(base + layout.off_holes);
+    p->holes = (size_t *)(void *)(base + layout.off_holes);
     p->lazy_holes = (size_t *)(void *)(base + layout.off_lazy);
     p->lazy_ok = p->obs_window <= 64u;
     p->max_holes = layout.max_holes;
@@ -222,7 +222,7 @@ static int streamed_rows(const pb__window *p) {
  * layout is forgotten. */
 static void mark_row_dense(pb__window *p) {
     float *row = p->ring + (size_t)p->slot * p->row_stride;
-    memset(row + p->c.kept + p->c.n_holes, 0, p->n_lazy * sizeof *row);
+    memset(row + p->c.kept + p->n_holes, 0, p->n_lazy * sizeof *row);
     p->dense_rows |= UINT64_C(1) << p->slot;
     const uint64_t all = p->obs_window == 64u
                              ? ~UINT64_C(0)
@@ -235,7 +235,7 @@ static void mark_row_dense(pb__window *p) {
 
 void pb__window_finish_lazy(pb__window *p) {
     if (p->n_lazy == 0u) return;
-    const size_t n_new = p->c.kept + p->c.n_holes;
+    const size_t n_new = p->c.kept + p->n_holes;
     for (uint32_t s = 0; s < p->obs_window; ++s) {
         if ((p->dense_rows >> s) & 1u) continue;
         float *row = p->ring + (size_t)s * p->row_stride;
@@ -262,7 +262,7 @@ static pb_status window_observe(pb_kvcache *inst, uint32_t pos,
         /* The lazy state's rows are rewritten as they come (with the sums,
          * or as one copy when nothing else is kept and no hole has come
          * since it began); any other step ends it first. */
-        if (p->n_lazy > 0u && !sums && (p->sums_valid || p->c.n_holes > 0u))
+        if (p->n_lazy > 0u && !sums && (p->sums_valid || p->n_holes > 0u))
             pb__window_finish_lazy(p);
         if (p->n_lazy > 0u && !sums) {
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
@@ -277,24 +277,24 @@ static pb_status window_observe(pb_kvcache *inst, uint32_t pos,
             if (moved)
                 pb__ring_move_row(p->ring + (size_t)p->slot * p->row_stride,
                                   p->lazy_holes, p->n_lazy,
-                                  p->c.kept + p->c.n_holes);
+                                  p->c.kept + p->n_holes);
             pb__filter_store_row(p, attn, attn_len);
             if (moved) mark_row_dense(p);
         } else {
             /* A row the prefix folds read next is kept in the caches. */
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
-                               attn_len, p->c.holes, p->c.n_holes,
+                               attn_len, p->holes, p->n_holes,
                                streamed_rows(p) && !p->prefix_valid);
             p->sums_valid = 0;
             if (p->prefix_valid)
                 p->c.k->prefix_add(p->ring + (size_t)p->slot * p->row_stride,
-                                 p->scores, p->c.holes, p->c.n_holes, attn_len,
+                                 p->scores, p->holes, p->n_holes, attn_len,
                                  p->slot == 0u);
         }
         p->slot = p->slot + 1u == p->obs_window ? 0u : p->slot + 1u;
         if (p->gap < UINT32_MAX) p->gap += 1u;
     }
-    const size_t at = p->c.kept + p->c.n_holes; /* in pos[] and the sums */
+    const size_t at = p->c.kept + p->n_holes; /* in pos[] and the sums */
     p->c.pos[at] = pos;
     p->scores[at] = 0.0; /* the sum of a new position, if kept */
     const size_t col = at + p->n_lazy; /* in the rows of the old layout */
@@ -321,6 +321,12 @@ static double window_score(const pb_kvcache *inst, size_t col) {
                                  p->lazy_holes, p->n_lazy, p->dense_rows);
 }
 
+static pb__holes window_holes(const pb_kvcache *inst) {
+    const pb__window *p = (const pb__window *)(const void *)inst;
+    const pb__holes h = {p->holes, p->n_holes};
+    return h;
+}
+
 const pb__scorer_ops pb__window_ops = {
     .name = "window",
     .size = window_size,
@@ -333,6 +339,7 @@ const pb__scorer_ops pb__window_ops = {
     .peek_work_bytes = pb__window_peek_work_bytes,
     .score = window_score,
     .window = 1,
+    .holes = window_holes,
     .prefill = pb__window_prefill,
     .prefill_workspace = pb__window_prefill_workspace,
 };
