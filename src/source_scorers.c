@@ -47,18 +47,16 @@ static pb_status layout_of(const pb__config *cfg, const pb__source_kind *kind,
     const int spare = kind->spare;
     const size_t ranks = capacity + source_slack(kind, capacity);
     memset(out, 0, sizeof *out);
-    size_t cursor = 0, off_state = 0;
-    if (!pb__region(&cursor, PB__STATE_BYTES, &off_state) ||
-        !pb__region(&cursor, ranks * sizeof(uint32_t), &out->off_pos) ||
-        !pb__region(&cursor, ranks * per, &out->off_scores) ||
-        !pb__region(&cursor, spare ? ranks * per : 0u, &out->off_spare) ||
-        !pb__region(&cursor, per ? PB__HIST_BINS * sizeof(size_t) : 0u,
-                    &out->off_hist) ||
-        cursor > SIZE_MAX - (PB__ALIGN - 1u))
-        return PB_ERR_TOO_LARGE;
+    pb__cursor c = {0, 0};
+    const size_t off_state = pb__part(&c, PB__STATE_BYTES);
+    out->off_pos = pb__part(&c, ranks * sizeof(uint32_t));
+    out->off_scores = pb__part(&c, ranks * per);
+    out->off_spare = pb__part(&c, spare ? ranks * per : 0u);
+    out->off_hist = pb__part(&c, per ? PB__HIST_BINS * sizeof(size_t) : 0u);
+    out->total = pb__block_bytes(&c);
+    if (out->total == 0u) return PB_ERR_TOO_LARGE;
     assert(off_state == 0u);
     (void)off_state;
-    out->total = cursor + (PB__ALIGN - 1u);
     return PB_OK;
 }
 
