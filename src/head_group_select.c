@@ -94,38 +94,9 @@ void pb__group_lowest_of(const pb_kvcache_group *g, const double *x,
     *n_out = m;
 }
 
-/* The public path: every held position's score through the queries. */
-static void peek_public(const pb_kvcache_group *g, uint32_t h, size_t want,
-                        pb__group_entry *out, size_t *n_out) {
-    const pb_kvcache *head = g->heads[h];
-    size_t n = 0;
-    pb_status st = pb_kvcache_kept_positions(head, g->pos_scratch,
-                                             g->head_capacity, &n);
-    assert(st == PB_OK);
-    for (size_t i = 0; i < n; i++) {
-        st = pb_kvcache_score(head, g->pos_scratch[i], &g->x_scratch[i]);
-        assert(st == PB_OK);
-    }
-    (void)st;
-    size_t r = g->recent < n ? g->recent : n;
-    if (g->scorer == PB_SCORER_LAST) {
-        /* Unobserved positions (score -1) are the newest; protected. */
-        size_t unobserved = 0;
-        while (unobserved < n && g->x_scratch[n - 1u - unobserved] == -1.0)
-            unobserved++;
-        if (unobserved > r) r = unobserved;
-    }
-    const size_t end = n - r;
-    const size_t s = pb_kvcache_sink_count(head);
-    const size_t first = s < end ? s : end;
-    pb__group_lowest_of(g, g->x_scratch, g->pos_scratch, n, first, end, want,
-                        out, n_out);
-}
-
-/* A few wanted keys come from the engine's own peek (the victims an evict
- * would take, in its order, with its keys); it makes one pass over the held
- * positions per key, so past 32 keys scoring every held position once
- * through the public queries costs less. Both give the same keys. */
+/* The head's own peek through the scorer table: its evictable range (as
+ * its evict sees it) and its `want` lowest candidates by its scorer's key
+ * in one pass, in the order its evict takes them. */
 void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
                            size_t want, pb__group_entry *out, size_t *n_out) {
     const pb_kvcache *head = g->heads[h];
@@ -133,10 +104,6 @@ void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
     const size_t e = pb__kvcache_peek_lowest(head, 0u, NULL, NULL, 0u, NULL);
     const size_t cands = e > g->floor ? e - g->floor : 0u;
     const size_t w = want < cands ? want : cands;
-    if (w > 32u) {
-        peek_public(g, h, want, out, n_out);
-        return;
-    }
     size_t m = 0;
     if (w > 0u) {
         m = pb__kvcache_peek_lowest(head, (uint32_t)(held - w),
@@ -144,9 +111,7 @@ void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
                                     g->peek_work);
         if (m > w) m = w;
         for (size_t i = 0; i < m; i++) {
-            out[i].key = g->scorer == PB_SCORER_NONE
-                             ? (double)g->pos_scratch[i]
-                             : g->x_scratch[i];
+            out[i].key = g->x_scratch[i];
             out[i].pos = g->pos_scratch[i];
             out[i].pad_ = 0u;
         }

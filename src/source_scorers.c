@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lowest_select.h"
 #include "source_internal.h"
 
 _Static_assert(sizeof(pb__source) <= PB__STATE_BYTES,
@@ -89,41 +90,25 @@ void pb__source_init(pb_kvcache *inst, const pb__source_kind *kind) {
 /* Peek                                                                     */
 
 /* The k lowest of ranks first .. end-1 by (score, rank), in that order,
- * one pass each: the least pair above the one found before. The keys are
- * the scores' bit patterns (or votes), which order as the scores do; the
- * none scorer's are all 0, so its order is the ranks'. Nothing moves and
- * no scratch is used. */
+ * in one pass (lowest_select.h). The keys are the scores' bit patterns
+ * (or votes), which order as the scores do; the none scorer has none, so
+ * its order is the ranks'. Nothing moves and no scratch is used: the
+ * ranks wait in positions[] until mapped. */
 void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
                             size_t end, size_t k, uint32_t *positions,
                             double *scores, void *work) {
     const pb__source *p = (const pb__source *)(const void *)inst;
     (void)work;
     assert(first <= end && k <= end - first);
-    const int wide = p->per == sizeof(double);
-    uint64_t prev_key = 0u;
-    size_t prev_rank = 0u;
+    if (k == 0u) return;
+    const unsigned width = p->per == sizeof(double) ? 8u
+                           : p->per != 0u           ? 4u
+                                                    : 0u;
+    pb__lowest_ranks(p->source, width, first, end, k, positions);
     for (size_t t = 0; t < k; ++t) {
-        uint64_t best_key = UINT64_MAX;
-        size_t best = end;
-        for (size_t i = first; i < end; ++i) {
-            uint64_t key = 0u;
-            if (wide)
-                memcpy(&key, (const double *)p->source + i, sizeof key);
-            else if (p->per != 0u)
-                key = ((const uint32_t *)p->source)[i];
-            if (t > 0u &&
-                (key < prev_key || (key == prev_key && i <= prev_rank)))
-                continue; /* already taken */
-            if (best == end || key < best_key) {
-                best_key = key;
-                best = i;
-            }
-        }
-        assert(best < end);
-        positions[t] = p->c.pos[best];
-        scores[t] = pb__source_score(inst, best);
-        prev_key = best_key;
-        prev_rank = best;
+        const size_t r = positions[t];
+        positions[t] = p->c.pos[r];
+        scores[t] = pb__source_score(inst, r);
     }
 }
 

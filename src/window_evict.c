@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lowest_select.h"
 #include "window_internal.h"
 
 /* Marks columns 0 .. n_cols-1 alive in p->alive except the holes and
@@ -276,9 +277,10 @@ size_t pb__window_peek_work_bytes(const pb_kvcache *inst) {
 }
 
 /* The pooled window scores of every held rank, as the full path computes
- * them (one column at a time, through either layout of the lazy state:
- * the same bits as the folds of the full path), into the caller's work
- * area; then the k least (score, rank) pairs, one pass each. */
+ * them (all columns folded at once; through either layout of the lazy
+ * state one column at a time: the same bits), into the caller's work
+ * area; then the k least (score, rank) pairs in one pass
+ * (lowest_select.h), their ranks held in positions[] until mapped. */
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                             size_t k, uint32_t *positions, double *scores,
                             void *work) {
@@ -287,38 +289,29 @@ void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
     assert(first <= end && end <= n && k <= end - first);
     double *x = work;
     void *pool_work = p->work_bytes ? (void *)(x + p->c.capacity) : NULL;
-    pb__runs it = {0, 0, 0};
-    pb__run run;
-    while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
-        for (size_t j = 0; j < run.len; ++j)
-            x[run.rank + j] = pb__ring_window_score(
-                p->ring, p->row_stride, p->obs_window, run.col + j,
-                p->lazy_holes, p->n_lazy, p->dense_rows);
+    if (p->n_lazy == 0u) {
+        pb__ring_window_scores(p->c.k, p->ring, p->row_stride, p->obs_window,
+                               n, p->holes, p->n_holes, x);
+    } else {
+        pb__runs it = {0, 0, 0};
+        pb__run run;
+        while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
+            for (size_t j = 0; j < run.len; ++j)
+                x[run.rank + j] = pb__ring_window_score(
+                    p->ring, p->row_stride, p->obs_window, run.col + j,
+                    p->lazy_holes, p->n_lazy, p->dense_rows);
+    }
     if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
         pb__pool_avg(x, n, p->half_kernel, p->c.cfg.pool_kernel,
                      pool_work, p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, pool_work, p->work_bytes);
-    uint64_t prev_key = 0u;
-    size_t prev_rank = 0u;
+    if (k == 0u) return;
+    pb__lowest_ranks(x, 8u, first, end, k, positions);
     for (size_t t = 0; t < k; ++t) {
-        uint64_t best_key = UINT64_MAX;
-        size_t best = end;
-        for (size_t i = first; i < end; ++i) {
-            const uint64_t key = pb__key_bits(x[i]);
-            if (t > 0u &&
-                (key < prev_key || (key == prev_key && i <= prev_rank)))
-                continue; /* already taken */
-            if (best == end || key < best_key) {
-                best_key = key;
-                best = i;
-            }
-        }
-        assert(best < end);
-        positions[t] = p->c.pos[pb__ring_column_of(p->holes, p->n_holes,
-                                                   best)];
-        scores[t] = x[best];
-        prev_key = best_key;
-        prev_rank = best;
+        const size_t r = positions[t];
+        scores[t] = x[r];
+        positions[t] =
+            p->c.pos[pb__ring_column_of(p->holes, p->n_holes, r)];
     }
 }
