@@ -375,17 +375,7 @@ pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
                              : 0u;
         any |= group->must[h] > 0u;
     }
-    size_t needed = 0;
-    if (any) {
-        const size_t stride = group->head_capacity;
-        for (uint32_t h = 0; h < nh; h++)
-            pb__group_peek_lowest(group, h,
-                                  k > group->must[h] ? k : group->must[h],
-                                  group->cand + h * stride,
-                                  &group->cand_n[h]);
-        needed = pb__group_merge(group->cand, stride, group->cand_n, nh, k,
-                                 group->must, group->take);
-    }
+    const size_t needed = any ? pb__group_choose(group, k) : 0u;
     if (needed > victims_cap) {
         *n_victims = needed;
         return PB_ERR_BUFFER;

@@ -224,6 +224,19 @@ size_t pb__kvcache_peek_lowest(const pb_kvcache *p, uint32_t budget,
     return needed;
 }
 
+size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
+                          uint32_t *positions, double *scores, size_t cap,
+                          void *work) {
+    if (p->ops->lowest == NULL)
+        return pb__kvcache_peek_lowest(p, budget, positions, scores, cap,
+                                       work);
+    size_t first, end, needed;
+    evict_range(p, budget, &first, &end, &needed);
+    const size_t k = needed < cap ? needed : cap;
+    if (k > 0u) p->ops->lowest(p, first, end, k, positions, scores, work);
+    return needed;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Introspection                                                            */
 

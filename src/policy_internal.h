@@ -277,6 +277,12 @@ typedef struct pb__scorer_ops {
                         void *work);
     /* The scratch peek_lowest needs for this instance. */
     size_t (*peek_work_bytes)(const pb_kvcache *p);
+    /* For a caller of many instances (the layer group): exactly what
+     * peek_lowest answers, by the scorer's cheapest way, which may update
+     * the scorer's hints and kept sums (never what any query or evict
+     * answers). NULL: peek_lowest serves. */
+    void (*lowest)(pb_kvcache *p, size_t first, size_t end, size_t k,
+                   uint32_t *positions, double *scores, void *work);
     /* The score pb_kvcache_score reports for the held column col. */
     double (*score)(const pb_kvcache *p, size_t col);
     /* 1: that score is a window score (pb_kvcache_window_score answers). */
@@ -366,6 +372,12 @@ size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p);
 size_t pb__kvcache_peek_lowest(const pb_kvcache *p, uint32_t budget,
                                uint32_t *positions, double *scores,
                                size_t cap, void *work);
+
+/* pb__kvcache_peek_lowest through the scorer's lowest entry (where it has
+ * one): the same answer; the instance's hints may change. */
+size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
+                          uint32_t *positions, double *scores, size_t cap,
+                          void *work);
 
 /* ------------------------------------------------------------------------ */
 /* Pooling (pooling.c)                                                      */

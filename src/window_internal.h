@@ -378,4 +378,9 @@ void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                             void *work);
 size_t pb__window_peek_work_bytes(const pb_kvcache *inst);
 
+/* Its lowest entry (pb__scorer_ops.lowest, window_lowest.c): the peek's
+ * answer through the filter when the kept sums allow it. */
+void pb__window_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
+                       uint32_t *positions, double *scores, void *work);
+
 #endif /* PB_SRC_WINDOW_INTERNAL_H */

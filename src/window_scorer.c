@@ -337,6 +337,7 @@ const pb__scorer_ops pb__window_ops = {
     .evict = pb__window_evict,
     .peek_lowest = pb__window_peek_lowest,
     .peek_work_bytes = pb__window_peek_work_bytes,
+    .lowest = pb__window_lowest,
     .score = window_score,
     .window = 1,
     .holes = window_holes,
