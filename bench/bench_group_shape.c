@@ -23,7 +23,7 @@
 static const char *const NAME = "bench_model_shape";
 
 typedef struct group_bench {
-    uint32_t heads, share, rowcap;
+    uint32_t heads, share, rowcap, scorer;
     float *pool;        /* [heads][BENCH_SHAPE_ROWS][rowcap] */
     float *step;        /* [heads * rowcap] one token's rows */
     size_t *lens;       /* [heads] */
@@ -33,11 +33,16 @@ typedef struct group_bench {
     pb_kvcache **sep;   /* [heads] */
 } group_bench;
 
-static pb_kvcache_config head_config(uint32_t share) {
+static pb_kvcache_config head_config(uint32_t share, uint32_t scorer) {
     pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
     c.budget = share + 1u;
     c.share = share;
+    c.scorer = scorer;
     return c;
+}
+
+static const char *scorer_name(uint32_t scorer) {
+    return scorer == PB_SCORER_WINDOW ? "window" : "cumulative";
 }
 
 static const float *pool_row(const group_bench *b, uint32_t h, uint64_t k) {
@@ -81,7 +86,7 @@ static int fill(group_bench *b, uint32_t cadence) {
     pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     p.num_heads = b->heads;
     p.slack = cadence;
-    const pb_kvcache_config hc = head_config(b->share);
+    const pb_kvcache_config hc = head_config(b->share, b->scorer);
     if (pb_kvcache_group_create(&hc, &p, NULL, &b->group)) return 1;
     pb_kvcache_config sc = hc;
     sc.capacity = b->share + cadence;
@@ -136,15 +141,17 @@ static int run_cadence(group_bench *b, const bench_options *opt,
         const bench_stats s = bench_stats_of(ss + opt->warmup, opt->reps);
         pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
         (void)pb_kvcache_group_info(b->group, &info);
-        printf("group %u heads x share %u, cadence %3u | head-adaptive group "
-               "%9.1f us/token [%.1f - %.1f] | separate uniform instances "
-               "%8.1f us/token [%.1f - %.1f] | ratio %.2fx | head capacity "
-               "%u, layer memory %.1f MB\n",
-               (unsigned)b->heads, (unsigned)b->share, (unsigned)cadence,
-               g.median * 1e6, g.min * 1e6, g.max * 1e6, s.median * 1e6,
-               s.min * 1e6, s.max * 1e6, g.median / s.median,
-               (unsigned)info.head_capacity,
-               (double)pb_kvcache_group_memory_bytes(b->group) / 1e6);
+        const double gm = (double)pb_kvcache_group_memory_bytes(b->group);
+        double sm = 0.0;
+        for (uint32_t h = 0; h < b->heads; h++)
+            sm += (double)pb_kvcache_memory_bytes(b->sep[h]);
+        printf("| decode | %s | %u | %u | %u | %.1f [%.1f - %.1f] | %.1f "
+               "[%.1f - %.1f] | %.2fx | %.2f | %.2f | %.2fx | %u |\n",
+               scorer_name(b->scorer), (unsigned)b->heads,
+               (unsigned)b->share, (unsigned)cadence, g.median * 1e6,
+               g.min * 1e6, g.max * 1e6, s.median * 1e6, s.min * 1e6,
+               s.max * 1e6, g.median / s.median, gm / 1e6, sm / 1e6, gm / sm,
+               (unsigned)info.head_capacity);
         fflush(stdout);
     } else {
         rc = bench_fail(NAME, "group rows, cadence %u: a call failed",
@@ -156,13 +163,31 @@ static int run_cadence(group_bench *b, const bench_options *opt,
     return rc;
 }
 
+/* The table header the decode and prefill rows share. */
+void bench_group_header(void) {
+    printf("\nlayer group: one layer of H KV heads at share S per head, "
+           "recent 32, obs 16, kernel 7, floor 0.2. decode: one token = "
+           "observe on every head (rows copied into one buffer for both), "
+           "an evict of the layer every cadence tokens, us per token; "
+           "prefill: a 4 S prompt, 16 window rows per head, one group "
+           "prefill against H separate prefills to S, us per layer; "
+           "median [min - max], wall clock; ratio = group / separate; "
+           "memory: the library's bytes for the layer\n");
+    printf("| step | scorer | H | S | cadence | group | separate | ratio | "
+           "group MB | separate MB | memory ratio | head capacity |\n"
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+           "--- | --- |\n");
+    fflush(stdout);
+}
+
 int bench_group_rows(const bench_options *opt, uint32_t heads, uint32_t share,
-                     uint32_t tokens, const uint32_t *cadences,
-                     size_t n_cadences) {
+                     uint32_t scorer, uint32_t tokens,
+                     const uint32_t *cadences, size_t n_cadences) {
     group_bench b;
     memset(&b, 0, sizeof b);
     b.heads = heads;
     b.share = share;
+    b.scorer = scorer;
     pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     p.num_heads = heads;
     uint32_t max_cadence = 1;
@@ -170,7 +195,7 @@ int bench_group_rows(const bench_options *opt, uint32_t heads, uint32_t share,
         if (cadences[c] > max_cadence) max_cadence = cadences[c];
     p.slack = max_cadence;
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
-    const pb_kvcache_config hc = head_config(share);
+    const pb_kvcache_config hc = head_config(share, scorer);
     if (pb_kvcache_group_plan(&hc, &p, &info))
         return bench_fail(NAME, "group rows: plan refused");
     b.rowcap = (info.head_capacity + 15u) / 16u * 16u;
@@ -187,13 +212,6 @@ int bench_group_rows(const bench_options *opt, uint32_t heads, uint32_t share,
     for (uint32_t h = 0; h < heads && rc == 0; h++)
         bench_shape_fill(b.pool + (size_t)h * BENCH_SHAPE_ROWS * b.rowcap,
                          b.rowcap, h, 0u);
-    if (rc == 0)
-        printf("\nlayer group: one layer of %u KV heads, share %u per head, "
-               "recent 32, obs 16, kernel 7, floor 0.2; one token = observe "
-               "on every head (rows copied into one buffer for both), an "
-               "evict of the layer every cadence tokens; median [min - max] "
-               "us per token, wall clock; ratio = group / separate\n",
-               (unsigned)heads, (unsigned)share);
     for (size_t c = 0; c < n_cadences && rc == 0; c++)
         rc = run_cadence(&b, opt, tokens, cadences[c]);
     bench_free(b.pool);
@@ -202,5 +220,103 @@ int bench_group_rows(const bench_options *opt, uint32_t heads, uint32_t share,
     free(b.counts);
     free(b.victims);
     free(b.sep);
+    return rc;
+}
+
+/* The prefill objects and buffers of one (H, S) row. */
+typedef struct prefill_bench {
+    pb_kvcache_group *group;
+    pb_kvcache **sep;
+    float *attn;          /* [heads][16][len] */
+    void *gws, *sws;      /* workspaces */
+    size_t gws_bytes, sws_bytes;
+    size_t *counts;
+} prefill_bench;
+
+static int prefill_make(prefill_bench *pb, uint32_t heads, uint32_t share,
+                        size_t len) {
+    const pb_kvcache_config hc = head_config(share, PB_SCORER_WINDOW);
+    pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    p.num_heads = heads;
+    pb_kvcache_config sc = hc;
+    sc.capacity = share + 1u;
+    pb->sep = calloc(heads, sizeof *pb->sep);
+    pb->counts = calloc(heads, sizeof *pb->counts);
+    pb->attn = bench_alloc((size_t)heads * 16u * len * sizeof(float));
+    if (!pb->sep || !pb->counts || !pb->attn ||
+        pb_kvcache_group_create(&hc, &p, NULL, &pb->group) ||
+        pb_kvcache_group_prefill_workspace_size(pb->group, len,
+                                                &pb->gws_bytes))
+        return 1;
+    for (uint32_t h = 0; h < heads; h++)
+        if (pb_kvcache_create(&sc, NULL, &pb->sep[h])) return 1;
+    if (pb_kvcache_prefill_workspace_size(pb->sep[0], len, &pb->sws_bytes))
+        return 1;
+    pb->gws = bench_alloc(pb->gws_bytes);
+    pb->sws = bench_alloc(pb->sws_bytes);
+    if (!pb->gws || !pb->sws) return 1;
+    for (uint32_t h = 0; h < heads; h++)
+        bench_shape_fill(pb->attn + (size_t)h * 16u * len, (uint32_t)len, h,
+                         0u);
+    return 0;
+}
+
+static void prefill_release(prefill_bench *pb, uint32_t heads) {
+    pb_kvcache_group_destroy(pb->group);
+    for (uint32_t h = 0; pb->sep && h < heads; h++)
+        pb_kvcache_destroy(pb->sep[h]);
+    free(pb->sep);
+    free(pb->counts);
+    bench_free(pb->attn);
+    bench_free(pb->gws);
+    bench_free(pb->sws);
+}
+
+int bench_group_prefill(const bench_options *opt, uint32_t heads,
+                        uint32_t share) {
+    const size_t len = (size_t)share * 4u, rows = 16u;
+    prefill_bench pb;
+    memset(&pb, 0, sizeof pb);
+    const unsigned runs = opt->warmup + opt->reps;
+    double *gs = calloc(runs, sizeof *gs), *ss = calloc(runs, sizeof *ss);
+    int rc = gs == NULL || ss == NULL || prefill_make(&pb, heads, share, len);
+    for (unsigned r = 0; r < runs && rc == 0; r++) {
+        size_t n = 0;
+        rc |= pb_kvcache_group_reset(pb.group) != PB_OK;
+        for (uint32_t h = 0; h < heads; h++)
+            rc |= pb_kvcache_reset(pb.sep[h]) != PB_OK;
+        double t0 = bench_now();
+        rc |= pb_kvcache_group_prefill(pb.group, pb.attn, rows * len, rows,
+                                       len, UINT64_MAX, pb.gws, pb.gws_bytes,
+                                       NULL, 0u, pb.counts, heads,
+                                       &n) != PB_OK;
+        double t1 = bench_now();
+        for (uint32_t h = 0; h < heads; h++)
+            rc |= pb_kvcache_prefill(pb.sep[h], pb.attn + h * rows * len,
+                                     rows, len, share, pb.sws, pb.sws_bytes,
+                                     NULL, 0u, NULL, 0u, &n) != PB_OK;
+        double t2 = bench_now();
+        gs[r] = t1 - t0;
+        ss[r] = t2 - t1;
+    }
+    if (rc == 0) {
+        const bench_stats g = bench_stats_of(gs + opt->warmup, opt->reps);
+        const bench_stats s = bench_stats_of(ss + opt->warmup, opt->reps);
+        const double gm = (double)pb_kvcache_group_memory_bytes(pb.group);
+        double sm = 0.0;
+        for (uint32_t h = 0; h < heads; h++)
+            sm += (double)pb_kvcache_memory_bytes(pb.sep[h]);
+        printf("| prefill | window | %u | %u | - | %.1f [%.1f - %.1f] | %.1f "
+               "[%.1f - %.1f] | %.2fx | %.2f | %.2f | %.2fx | - |\n",
+               (unsigned)heads, (unsigned)share, g.median * 1e6, g.min * 1e6,
+               g.max * 1e6, s.median * 1e6, s.min * 1e6, s.max * 1e6,
+               g.median / s.median, gm / 1e6, sm / 1e6, gm / sm);
+        fflush(stdout);
+    } else {
+        rc = bench_fail(NAME, "group prefill rows: a call failed");
+    }
+    prefill_release(&pb, heads);
+    free(gs);
+    free(ss);
     return rc;
 }

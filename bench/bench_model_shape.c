@@ -45,6 +45,11 @@ typedef struct shape_config {
     size_t n_cadences;
     uint32_t max_cadence;
     unsigned rows; /* bit pb_row_stores: the row stores to measure */
+    int group_only;  /* --group-only: the layer-group rows alone */
+    int prefill;     /* --prefill: the group prefill rows too */
+    unsigned scorers; /* bit scorer: the group rows' scorers */
+    uint32_t gheads[MAX_CADENCES], gshares[MAX_CADENCES];
+    size_t n_gheads, n_gshares;
 } shape_config;
 
 typedef struct shape_instance {
@@ -358,13 +363,49 @@ done:
     return rc;
 }
 
+/* The per-instance rows of the whole model shape. */
+static int instance_rows(shape_state *s) {
+    shape_config *cfg = &s->cfg;
+    int rc;
+    if (state_init(s)) return 1;
+    size_t held = 0;
+    for (size_t i = 0; i < s->n; ++i) held += s->inst[i].share;
+    printf("shape:    %u layers x %u KV heads = %zu instances, budget %u, "
+           "ratio %u, recent 32, obs 16, kernel 7; shares %u (layer 0) .. %u "
+           "(layer %u), %zu positions held in all at steady state\n",
+           (unsigned)cfg->layers, (unsigned)cfg->heads, s->n,
+           (unsigned)cfg->budget, (unsigned)cfg->ratio,
+           (unsigned)s->inst[0].share, (unsigned)s->inst[s->n - 1].share,
+           (unsigned)(cfg->layers - 1u), held);
+    printf("timing:   single thread; one token = observe on every instance "
+           "(+ evict(share) when it holds share + cadence); %u tokens per "
+           "repetition (a multiple of the cadence), %u warm-up + %u timed "
+           "repetitions, policy and floor alternating; median [min - max] of "
+           "us per token, wall clock (CLOCK_MONOTONIC) then the thread's CPU "
+           "time; ratio = library median / floor median\n",
+           (unsigned)cfg->tokens, s->opt.warmup, s->opt.reps);
+    printf("floor:    memcpy of each instance's attention weights for the "
+           "token (the same lengths) into a per-instance buffer\n");
+    rc = 0;
+    printf("rows:     pb_kvcache_config.row_stores; streamed writes the rows "
+           "a step copies past the caches (it changes nothing at cadence 1, "
+           "whose steps update running sums instead)\n\n");
+    for (size_t c = 0; c < cfg->n_cadences && rc == 0; ++c)
+        for (uint32_t m = 0; m < 2u && rc == 0; ++m)
+            if (cfg->rows >> m & 1u) rc = bench_cadence(s, cfg->cadences[c], m);
+    state_free(s);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     shape_state s;
     memset(&s, 0, sizeof s);
     int rc = bench_parse_common(
         &argc, argv, 7,
         " [--layers L] [--heads H] [--budget B] [--ratio R] [--tokens T] "
-        "[--cadence C]... [--rows cached|streamed|both]",
+        "[--cadence C]... [--rows cached|streamed|both] [--group-only] "
+        "[--group-heads H]... [--group-share S]... "
+        "[--scorer window|cumulative|both] [--prefill]",
         &s.opt);
     if (rc) {
         return rc == 1 ? 0 : 2;
@@ -377,8 +418,33 @@ int main(int argc, char **argv) {
     cfg->ratio = 4u;
     cfg->tokens = quick ? 128u : 64u;
     cfg->rows = 3u;
+    /* --quick smokes every group row kind. */
+    cfg->scorers = 1u << PB_SCORER_WINDOW |
+                   (quick ? 1u << PB_SCORER_CUMULATIVE : 0u);
+    cfg->prefill = quick;
     for (int i = 1; i < argc; ++i) {
         uint32_t v = 0;
+        if (strcmp(argv[i], "--group-only") == 0 ||
+            strcmp(argv[i], "--prefill") == 0) {
+            *(argv[i][2] == 'g' ? &cfg->group_only : &cfg->prefill) = 1;
+            continue;
+        }
+        if (i + 1 < argc && strcmp(argv[i], "--scorer") == 0) {
+            const char *m = argv[++i];
+            cfg->scorers = strcmp(m, "window") == 0 ? 1u << PB_SCORER_WINDOW
+                           : strcmp(m, "cumulative") == 0
+                               ? 1u << PB_SCORER_CUMULATIVE
+                           : strcmp(m, "both") == 0
+                               ? (1u << PB_SCORER_WINDOW |
+                                  1u << PB_SCORER_CUMULATIVE)
+                               : 0u;
+            if (cfg->scorers == 0u) {
+                fprintf(stderr, "%s: --scorer takes window, cumulative or "
+                                "both, not '%s'\n", NAME, m);
+                return 2;
+            }
+            continue;
+        }
         if (i + 1 < argc && strcmp(argv[i], "--rows") == 0) {
             const char *m = argv[++i];
             cfg->rows = strcmp(m, "cached") == 0     ? 1u
@@ -400,6 +466,12 @@ int main(int argc, char **argv) {
             cfg->heads = v;
         } else if (ok && strcmp(argv[i], "--budget") == 0 && v > 32u) {
             cfg->budget = v;
+        } else if (ok && strcmp(argv[i], "--group-heads") == 0 &&
+                   cfg->n_gheads < MAX_CADENCES && v <= 4096u) {
+            cfg->gheads[cfg->n_gheads++] = v;
+        } else if (ok && strcmp(argv[i], "--group-share") == 0 &&
+                   cfg->n_gshares < MAX_CADENCES && v > 32u) {
+            cfg->gshares[cfg->n_gshares++] = v;
         } else if (ok && strcmp(argv[i], "--ratio") == 0) {
             cfg->ratio = v;
         } else if (ok && strcmp(argv[i], "--tokens") == 0) {
@@ -427,37 +499,22 @@ int main(int argc, char **argv) {
             cfg->max_cadence = cfg->cadences[c];
 
     bench_print_header(stdout, NAME, &s.opt);
-    if (state_init(&s)) return 1;
-    size_t held = 0;
-    for (size_t i = 0; i < s.n; ++i) held += s.inst[i].share;
-    printf("shape:    %u layers x %u KV heads = %zu instances, budget %u, "
-           "ratio %u, recent 32, obs 16, kernel 7; shares %u (layer 0) .. %u "
-           "(layer %u), %zu positions held in all at steady state\n",
-           (unsigned)cfg->layers, (unsigned)cfg->heads, s.n,
-           (unsigned)cfg->budget, (unsigned)cfg->ratio,
-           (unsigned)s.inst[0].share, (unsigned)s.inst[s.n - 1].share,
-           (unsigned)(cfg->layers - 1u), held);
-    printf("timing:   single thread; one token = observe on every instance "
-           "(+ evict(share) when it holds share + cadence); %u tokens per "
-           "repetition (a multiple of the cadence), %u warm-up + %u timed "
-           "repetitions, policy and floor alternating; median [min - max] of "
-           "us per token, wall clock (CLOCK_MONOTONIC) then the thread's CPU "
-           "time; ratio = library median / floor median\n",
-           (unsigned)cfg->tokens, s.opt.warmup, s.opt.reps);
-    printf("floor:    memcpy of each instance's attention weights for the "
-           "token (the same lengths) into a per-instance buffer\n");
-    rc = 0;
-    printf("rows:     pb_kvcache_config.row_stores; streamed writes the rows "
-           "a step copies past the caches (it changes nothing at cadence 1, "
-           "whose steps update running sums instead)\n\n");
-    for (size_t c = 0; c < cfg->n_cadences && rc == 0; ++c)
-        for (uint32_t m = 0; m < 2u && rc == 0; ++m)
-            if (cfg->rows >> m & 1u) rc = bench_cadence(&s, cfg->cadences[c], m);
-    state_free(&s);
+    rc = cfg->group_only ? 0 : instance_rows(&s);
+    if (cfg->n_gheads == 0u) cfg->gheads[cfg->n_gheads++] = cfg->heads;
+    if (cfg->n_gshares == 0u) cfg->gshares[cfg->n_gshares++] = cfg->budget;
     /* One layer's heads as a head-adaptive group against the same heads
-     * as separate instances, at the layer-average share. */
-    if (rc == 0)
-        rc = bench_group_rows(&s.opt, cfg->heads, cfg->budget, cfg->tokens,
-                              cfg->cadences, cfg->n_cadences);
+     * as separate instances. */
+    if (rc == 0) bench_group_header();
+    for (size_t h = 0; h < cfg->n_gheads && rc == 0; ++h)
+        for (size_t b = 0; b < cfg->n_gshares && rc == 0; ++b) {
+            for (uint32_t sc = 0; sc < 2u && rc == 0; ++sc)
+                if (cfg->scorers >> sc & 1u)
+                    rc = bench_group_rows(&s.opt, cfg->gheads[h],
+                                          cfg->gshares[b], sc, cfg->tokens,
+                                          cfg->cadences, cfg->n_cadences);
+            if (rc == 0 && cfg->prefill)
+                rc = bench_group_prefill(&s.opt, cfg->gheads[h],
+                                         cfg->gshares[b]);
+        }
     return rc;
 }

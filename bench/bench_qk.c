@@ -13,6 +13,9 @@
  *            pb_qk_attention against the plain dot-product loop, GFLOP/s
  *            of the dot products (2 * group * head_dim per query-key
  *            pair).
+ *   group    one layer of 8 KV heads, 2,048 keys each, the same shape:
+ *            pb_qk_group_observe against the loops over every head and
+ *            against one pb_qk_observe per head.
  *   loop     the model shape: 32 layers x 8 KV heads, pyramid shares of
  *            an average 2,048 (ratio 4), group 4, head dim 128, float32
  *            K/V rows, cadence 1: per token and instance, append the
@@ -115,6 +118,11 @@ static void lane_dots(const float *q, size_t rows, const void *k, int half,
     }
 }
 
+/* The median of the timed repetitions of t (after the warm-up ones). */
+static double median_of(const bench_options *opt, double *t) {
+    return bench_stats_of(t + opt->warmup, opt->reps).median;
+}
+
 typedef struct timing {
     double lib, plain, lanes; /* medians, seconds per call */
 } timing;
@@ -164,9 +172,9 @@ static int time_scoring(const bench_options *opt, size_t rows, size_t n,
         tp[rep] = (t2 - t1) / calls;
         tv[rep] = (t3 - t2) / calls;
     }
-    t->lib = bench_stats_of(tl + opt->warmup, opt->reps).median;
-    t->plain = bench_stats_of(tp + opt->warmup, opt->reps).median;
-    t->lanes = bench_stats_of(tv + opt->warmup, opt->reps).median;
+    t->lib = median_of(opt, tl);
+    t->plain = median_of(opt, tp);
+    t->lanes = median_of(opt, tv);
     free(tl);
     free(tp);
     free(tv);
@@ -210,6 +218,115 @@ static int bench_prefill(const bench_options *opt) {
            t.lib * 1e3, flop / t.lib * 1e-9, t.plain * 1e3,
            flop / t.plain * 1e-9, t.lanes * 1e3, flop / t.lanes * 1e-9,
            t.lib / t.plain, t.lib / t.lanes);
+    return 0;
+}
+
+/* The layer group scored from Q and K: pb_qk_group_observe on one layer
+ * of KV heads, each holding n keys (n + 1 with the token's own), against
+ * the same dot products as the plain and eight-lane loops over every head,
+ * and against one pb_qk_observe per head on separate instances. */
+static int bench_group(const bench_options *opt) {
+    const uint32_t H = 8u, n = opt->quick ? 256u : 2048u;
+    const unsigned calls = opt->quick ? 2u : 16u;
+    const size_t cap = n + calls + 2u;
+    pb_qk_config c = PB_QK_CONFIG_DEFAULT;
+    c.head_dim = D;
+    c.group = G;
+    c.max_keys = (uint32_t)cap;
+    pb_kvcache_config hc = PB_KVCACHE_CONFIG_DEFAULT;
+    hc.budget = n;
+    hc.share = n;
+    pb_kvcache_group_params gp = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    gp.num_heads = H;
+    gp.slack = calls + 2u;
+    pb_kvcache_config sc = hc;
+    sc.capacity = n + calls + 2u;
+    pb_qk *qk = NULL;
+    pb_kvcache_group *grp = NULL;
+    pb_kvcache *sep[8] = {NULL};
+    float *q = bench_alloc(H * G * D * sizeof *q);
+    float *k = bench_alloc(H * cap * D * sizeof *k);
+    float *dots = bench_alloc(G * cap * sizeof *dots);
+    if (pb_qk_create(&c, NULL, &qk) != PB_OK ||
+        pb_kvcache_group_create(&hc, &gp, NULL, &grp) != PB_OK || !q || !k ||
+        !dots)
+        return bench_fail(NAME, "group: create failed");
+    for (uint32_t h = 0; h < H; ++h)
+        if (pb_kvcache_create(&sc, NULL, &sep[h]) != PB_OK)
+            return bench_fail(NAME, "group: create failed");
+    bench_rng g = {9u};
+    for (size_t i = 0; i < H * G * D; ++i)
+        q[i] = (float)(bench_rng_unit(&g) - 0.5);
+    for (size_t i = 0; i < H * cap * D; ++i)
+        k[i] = (float)(bench_rng_unit(&g) - 0.5);
+    const void *kp[8];
+    size_t nk[8];
+    for (uint32_t h = 0; h < H; ++h) kp[h] = k + (size_t)h * cap * D;
+    const unsigned reps = opt->warmup + opt->reps;
+    double *tg = calloc(reps, sizeof *tg), *ts = calloc(reps, sizeof *ts);
+    double *tp = calloc(reps, sizeof *tp), *tv = calloc(reps, sizeof *tv);
+    for (unsigned rep = 0; rep < reps; ++rep) {
+        uint32_t pos = 1;
+        if (pb_kvcache_group_reset(grp) != PB_OK) return 1;
+        for (uint32_t h = 0; h < H; ++h)
+            if (pb_kvcache_reset(sep[h]) != PB_OK) return 1;
+        for (; pos < n; ++pos) {
+            if (pb_kvcache_group_observe(grp, pos, NULL, 0, NULL) != PB_OK)
+                return bench_fail(NAME, "group: fill failed");
+            for (uint32_t h = 0; h < H; ++h)
+                if (pb_kvcache_observe(sep[h], pos, NULL, 0) != PB_OK)
+                    return bench_fail(NAME, "group: fill failed");
+        }
+        double t0 = bench_now();
+        for (unsigned i = 0; i < calls; ++i) {
+            for (uint32_t h = 0; h < H; ++h) nk[h] = n + i + 1u;
+            if (pb_qk_group_observe(qk, grp, pos + i, q, G * D, D, kp, D,
+                                    nk) != PB_OK)
+                return bench_fail(NAME, "pb_qk_group_observe failed");
+        }
+        double t1 = bench_now();
+        for (unsigned i = 0; i < calls; ++i)
+            for (uint32_t h = 0; h < H; ++h)
+                if (pb_qk_observe(qk, sep[h], pos + i, q + h * G * D, D,
+                                  kp[h], D, n + i + 1u) != PB_OK)
+                    return bench_fail(NAME, "pb_qk_observe failed");
+        double t2 = bench_now();
+        for (unsigned i = 0; i < calls; ++i)
+            for (uint32_t h = 0; h < H; ++h)
+                plain_dots(q + h * G * D, 1u, kp[h], 0, n + i + 1u, dots);
+        double t3 = bench_now();
+        for (unsigned i = 0; i < calls; ++i)
+            for (uint32_t h = 0; h < H; ++h)
+                lane_dots(q + h * G * D, 1u, kp[h], 0, n + i + 1u, dots);
+        double t4 = bench_now();
+        sink = dots[0];
+        tg[rep] = (t1 - t0) / calls;
+        ts[rep] = (t2 - t1) / calls;
+        tp[rep] = (t3 - t2) / calls;
+        tv[rep] = (t4 - t3) / calls;
+    }
+    const double mg = median_of(opt, tg);
+    const double ms = median_of(opt, ts);
+    const double mp = median_of(opt, tp);
+    const double mv = median_of(opt, tv);
+    printf("\ngroup: one layer of %u KV heads, group %d, head dim %d, about "
+           "%u keys per head (+ the token's own), float32; us per layer "
+           "step\n", H, G, D, n);
+    printf("| pb_qk_group_observe | %u x pb_qk_observe | plain q.k loop | "
+           "8-lane float loop | group / plain | group / 8-lane | group / "
+           "separate |\n| --- | --- | --- | --- | --- | --- | --- |\n", H);
+    printf("| %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f |\n", mg * 1e6,
+           ms * 1e6, mp * 1e6, mv * 1e6, mg / mp, mg / mv, mg / ms);
+    for (uint32_t h = 0; h < H; ++h) pb_kvcache_destroy(sep[h]);
+    pb_kvcache_group_destroy(grp);
+    pb_qk_destroy(qk);
+    bench_free(q);
+    bench_free(k);
+    bench_free(dots);
+    free(tg);
+    free(ts);
+    free(tp);
+    free(tv);
     return 0;
 }
 
@@ -309,10 +426,10 @@ static int bench_loop(const bench_options *opt) {
         t_cp[rep] = sc / tokens;
         t_fl[rep] = sf / tokens;
     }
-    const double mo = bench_stats_of(t_obs + opt->warmup, opt->reps).median;
-    const double me = bench_stats_of(t_ev + opt->warmup, opt->reps).median;
-    const double mc = bench_stats_of(t_cp + opt->warmup, opt->reps).median;
-    const double mf = bench_stats_of(t_fl + opt->warmup, opt->reps).median;
+    const double mo = median_of(opt, t_obs);
+    const double me = median_of(opt, t_ev);
+    const double mc = median_of(opt, t_cp);
+    const double mf = median_of(opt, t_fl);
     printf("\nloop: %u layers x %u KV heads (%zu instances, %zu rows held), "
            "average %u, ratio 4, group %d, head dim %d, float32 K/V, "
            "cadence 1; ms per token (all instances)\n",
@@ -349,6 +466,8 @@ int main(int argc, char **argv) {
            "repetitions, medians; the loops run in the same process, "
            "interleaved with the library per repetition\n\n",
            opt.warmup, opt.reps);
-    if (bench_decode(&opt) || bench_prefill(&opt) || bench_loop(&opt)) return 1;
+    if (bench_decode(&opt) || bench_prefill(&opt) || bench_group(&opt) ||
+        bench_loop(&opt))
+        return 1;
     return 0;
 }

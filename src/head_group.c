@@ -9,11 +9,12 @@
 #include <string.h>
 
 #include "allocator.h"
+#include "block_layout.h"
 #include "head_group_internal.h"
 #include "policy_internal.h"
+#include "struct_growth.h"
+#include "weight_check.h"
 
-#define GROUP_INFO_SIZE_0_2 40u
-#define ALIGN64(n) (((n) + 63u) & ~(size_t)63u)
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
@@ -36,18 +37,9 @@ static pb_status read_params(const pb_kvcache_group_params *p,
                              pb_kvcache_group_params *out) {
     const pb_kvcache_group_params d = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     *out = d;
-    if (p == NULL) return PB_OK;
-    if (p->struct_size < PB_KVCACHE_GROUP_PARAMS_SIZE_0_2)
+    if (pb__struct_read(p, PB__GROUP_PARAMS_SIZE_0_2, sizeof *out,
+                        out) != PB_OK)
         return PB_ERR_PARAM;
-    const size_t known = sizeof(pb_kvcache_group_params);
-    const size_t given = p->struct_size;
-    if (given > known) {
-        const unsigned char *tail = (const unsigned char *)p + known;
-        for (size_t i = 0; i < given - known; i++)
-            if (tail[i] != 0u) return PB_ERR_PARAM;
-    }
-    memcpy(out, p, given < known ? given : known);
-    out->struct_size = (uint32_t)known;
     if (out->num_heads == 0u || out->num_heads > PB_KVCACHE_GROUP_MAX_HEADS ||
         out->floor_permille > 1000u || out->slack == 0u ||
         out->slack > 65536u ||
@@ -61,16 +53,9 @@ static pb_status make_plan(const pb_kvcache_config *head,
                            group_plan *plan) {
     const pb_kvcache_config dc = PB_KVCACHE_CONFIG_DEFAULT;
     pb_kvcache_config c = dc;
-    if (head != NULL) {
-        /* The growth rule of docs/abi.md, as pb_kvcache_create reads it. */
-        const size_t known = sizeof c, given = head->struct_size;
-        if (given < 64u) return PB_ERR_PARAM;
-        for (size_t i = known; i < given; i++)
-            if (((const unsigned char *)head)[i] != 0u) return PB_ERR_PARAM;
-        memcpy(&c, head, given < known ? given : known);
-        c.struct_size = (uint32_t)known;
-    }
-    pb_status st;
+    /* The growth rule of docs/abi.md, as pb_kvcache_create reads it. */
+    pb_status st = pb__struct_read(head, PB__CONFIG_SIZE_0_2, sizeof c, &c);
+    if (st != PB_OK) return st;
     st = read_params(params, &plan->params);
     if (st != PB_OK) return st;
     if (c.capacity != 0u || c.prefill_max_len != 0u ||
@@ -107,7 +92,7 @@ static pb_status make_plan(const pb_kvcache_config *head,
     if (st != PB_OK) return st;
     plan->head = c;
     pb_kvcache_group_plan_info *i = &plan->info;
-    i->struct_size = GROUP_INFO_SIZE_0_2;
+    i->struct_size = PB__GROUP_INFO_SIZE_0_2;
     i->num_heads = (uint32_t)h;
     i->head_share = (uint32_t)s;
     i->floor = (uint32_t)f;
@@ -119,33 +104,24 @@ static pb_status make_plan(const pb_kvcache_config *head,
     return PB_OK;
 }
 
-static size_t add_part(size_t *at, size_t bytes, int *overflow) {
-    const size_t start = *at;
-    const size_t rounded = ALIGN64(bytes);
-    if (rounded < bytes || SIZE_MAX - *at < rounded) *overflow = 1;
-    else *at += rounded;
-    return start;
-}
-
 static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     const size_t h = plan->info.num_heads;
     const size_t cap = plan->info.head_capacity;
-    int of = 0;
-    size_t at = ALIGN64(sizeof(pb_kvcache_group));
+    pb__cursor at = {0, 0};
+    (void)pb__part(&at, sizeof(pb_kvcache_group));
     pb_status st = pb_kvcache_size(&plan->head, &lay->head_bytes);
     if (st != PB_OK) return st;
-    lay->heads = add_part(&at, h * sizeof(pb_kvcache *), &of);
-    lay->take = add_part(&at, h * sizeof(size_t), &of);
-    lay->must = add_part(&at, h * sizeof(size_t), &of);
-    lay->cand_n = add_part(&at, h * sizeof(size_t), &of);
-    lay->pos = add_part(&at, cap * sizeof(uint32_t), &of);
-    lay->x = add_part(&at, cap * sizeof(double), &of);
+    lay->heads = pb__part(&at, h * sizeof(pb_kvcache *));
+    lay->take = pb__part(&at, h * sizeof(size_t));
+    lay->must = pb__part(&at, h * sizeof(size_t));
+    lay->cand_n = pb__part(&at, h * sizeof(size_t));
+    lay->pos = pb__part(&at, cap * sizeof(uint32_t));
+    lay->x = pb__part(&at, cap * sizeof(double));
     if (cap > SIZE_MAX / sizeof(pb__group_entry) / h) return PB_ERR_TOO_LARGE;
-    lay->cand = add_part(&at, h * cap * sizeof(pb__group_entry), &of);
-    lay->peek = add_part(&at, cap * sizeof(double) +
+    lay->cand = pb__part(&at, h * cap * sizeof(pb__group_entry));
+    lay->peek = pb__part(&at, cap * sizeof(double) +
                                   pb__pool_work_bytes(plan->head.pool_kernel,
-                                                      cap),
-                         &of);
+                                                      cap));
     lay->prefill_bytes = 0;
     if (plan->params.prefill_max_len != 0u &&
         pb__group_prefill_bytes(plan->info.num_heads, plan->head.capacity,
@@ -153,32 +129,26 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
                                 plan->params.prefill_max_len,
                                 &lay->prefill_bytes) != PB_OK)
         return PB_ERR_TOO_LARGE;
-    lay->prefill = add_part(&at, lay->prefill_bytes, &of);
-    lay->instances = at;
-    for (size_t i = 0; i < h; i++) (void)add_part(&at, lay->head_bytes, &of);
-    if (of) return PB_ERR_TOO_LARGE;
-    lay->total = at;
+    lay->prefill = pb__part(&at, lay->prefill_bytes);
+    lay->instances = at.at;
+    for (size_t i = 0; i < h; i++) (void)pb__part(&at, lay->head_bytes);
+    if (at.overflow) return PB_ERR_TOO_LARGE;
+    /* The group's record needs no more than the allocator's alignment;
+     * each head aligns its own slice. */
+    lay->total = at.at;
     return PB_OK;
-}
-
-static void write_info(const pb_kvcache_group_plan_info *from,
-                       pb_kvcache_group_plan_info *to) {
-    const uint32_t size = to->struct_size;
-    pb_kvcache_group_plan_info tmp = *from;
-    const size_t n = size < sizeof tmp ? size : sizeof tmp;
-    tmp.struct_size = size;
-    memcpy(to, &tmp, n);
 }
 
 pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
                                 const pb_kvcache_group_params *params,
                                 pb_kvcache_group_plan_info *info) {
     if (info == NULL) return PB_ERR_NULL;
-    if (info->struct_size < GROUP_INFO_SIZE_0_2) return PB_ERR_PARAM;
+    if (pb__struct_check_out(info, PB__GROUP_INFO_SIZE_0_2) != PB_OK)
+        return PB_ERR_PARAM;
     group_plan plan;
     const pb_status st = make_plan(head, params, &plan);
     if (st != PB_OK) return st;
-    write_info(&plan.info, info);
+    pb__struct_write(info, &plan.info, sizeof plan.info);
     return PB_OK;
 }
 
@@ -262,7 +232,7 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->prefill_ws_len = plan.params.prefill_max_len;
     for (uint32_t h = 0; h < g->num_heads; h++) {
         slice_alloc s = {block + lay.instances +
-                             (size_t)h * ALIGN64(lay.head_bytes),
+                             (size_t)h * pb__lines(lay.head_bytes),
                          lay.head_bytes};
         const pb_allocator sa = {slice_take, slice_free, &s};
         st = pb_kvcache_create(&g->head, &sa, &g->heads[h]);
@@ -288,9 +258,10 @@ void pb_kvcache_group_destroy(pb_kvcache_group *group) {
 pb_status pb_kvcache_group_info(const pb_kvcache_group *group,
                                 pb_kvcache_group_plan_info *info) {
     if (group == NULL || info == NULL) return PB_ERR_NULL;
-    if (info->struct_size < GROUP_INFO_SIZE_0_2) return PB_ERR_PARAM;
+    if (pb__struct_check_out(info, PB__GROUP_INFO_SIZE_0_2) != PB_OK)
+        return PB_ERR_PARAM;
     pb_kvcache_group_plan_info i;
-    i.struct_size = GROUP_INFO_SIZE_0_2;
+    i.struct_size = PB__GROUP_INFO_SIZE_0_2;
     i.num_heads = group->num_heads;
     i.head_share = group->head_share;
     i.floor = group->floor;
@@ -299,7 +270,7 @@ pb_status pb_kvcache_group_info(const pb_kvcache_group *group,
     i.head_capacity = group->head_capacity;
     i.reserved = 0u;
     i.layer_total = group->layer_total;
-    write_info(&i, info);
+    pb__struct_write(info, &i, sizeof i);
     return PB_OK;
 }
 
@@ -333,13 +304,13 @@ pb_status pb_kvcache_group_reset(pb_kvcache_group *group) {
     return PB_OK;
 }
 
-/* A weight is valid when it is finite and not negative (-0.0 is valid),
- * read by its bits as the instances read it. */
-static int weight_valid(float w) {
-    uint32_t u;
-    memcpy(&u, &w, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return 0;
-    return (u & 0x80000000u) == 0u || (u & 0x7fffffffu) == 0u;
+/* Nonzero if a weight of row[0 .. n-1] is invalid (docs/spec.md §1.2),
+ * read by its bits as the instances read it: one branch-free pass that
+ * vectorises. */
+static uint32_t row_bad(const float *row, size_t n) {
+    uint32_t bad = 0u;
+    for (size_t i = 0; i < n; i++) bad |= pb__weight_bad(row[i]);
+    return bad;
 }
 
 pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
@@ -347,6 +318,12 @@ pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
                                    const size_t *attn_len) {
     if (group == NULL || (attn != NULL && attn_len == NULL))
         return PB_ERR_NULL;
+    return pb__group_observe(group, pos, attn, head_stride, attn_len, 1);
+}
+
+pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
+                            const float *attn, size_t head_stride,
+                            const size_t *attn_len, int check_weights) {
     if (pos <= group->last_pos) return PB_ERR_POSITION;
     const uint32_t nh = group->num_heads;
     if (attn != NULL) {
@@ -355,11 +332,9 @@ pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
                 return PB_ERR_LENGTH;
             if (nh > 1u && attn_len[h] > head_stride) return PB_ERR_LENGTH;
         }
-        for (uint32_t h = 0; h < nh; h++) {
-            const float *row = attn + (size_t)h * head_stride;
-            for (size_t i = 0; i < attn_len[h]; i++)
-                if (!weight_valid(row[i])) return PB_ERR_WEIGHT;
-        }
+        for (uint32_t h = 0; h < nh && check_weights; h++)
+            if (row_bad(attn + (size_t)h * head_stride, attn_len[h]))
+                return PB_ERR_WEIGHT;
     }
     for (uint32_t h = 0; h < nh; h++)
         if (pb_kvcache_kept_count(group->heads[h]) >=
@@ -400,17 +375,7 @@ pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
                              : 0u;
         any |= group->must[h] > 0u;
     }
-    size_t needed = 0;
-    if (any) {
-        const size_t stride = group->head_capacity;
-        for (uint32_t h = 0; h < nh; h++)
-            pb__group_peek_lowest(group, h,
-                                  k > group->must[h] ? k : group->must[h],
-                                  group->cand + h * stride,
-                                  &group->cand_n[h]);
-        needed = pb__group_merge(group->cand, stride, group->cand_n, nh, k,
-                                 group->must, group->take);
-    }
+    const size_t needed = any ? pb__group_choose(group, k) : 0u;
     if (needed > victims_cap) {
         *n_victims = needed;
         return PB_ERR_BUFFER;

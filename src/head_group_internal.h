@@ -3,7 +3,7 @@
  * shares between decode evict and prefill (internal). It owns nothing of
  * the per-head engine: a group drives its heads through the public
  * operations of pyramidkv.h, and reads their ranking keys through one
- * function, pb__group_peek_lowest, which a faster engine query can replace.
+ * function, pb__group_peek_lowest (the scorer table's lowest entry).
  */
 #ifndef PB_SRC_HEAD_GROUP_INTERNAL_H
 #define PB_SRC_HEAD_GROUP_INTERNAL_H
@@ -61,7 +61,8 @@ static inline int pb__group_entry_less(const pb__group_entry *a,
 
 /* Head h's `want` lowest-ranked candidates (evictable positions but its
  * floor best-ranked ones), ascending, to out[0 .. *n_out-1]; at most
- * `want`. Uses the group's pos and x scratch. Read-only on the head. */
+ * `want`. Uses the group's pos and x scratch. Changes no decision of the
+ * head (its scorer's hints only). */
 void pb__group_peek_lowest(const pb_kvcache_group *group, uint32_t h,
                            size_t want, pb__group_entry *out, size_t *n_out);
 
@@ -81,6 +82,19 @@ void pb__group_lowest_of(const pb_kvcache_group *group, const double *x,
 size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
                        const size_t *cand_n, uint32_t num_heads, size_t k,
                        const size_t *must, size_t *take);
+
+/* pb_kvcache_group_observe after its NULL checks; check_weights 0 skips
+ * the weight check for rows known valid (softmax output). */
+pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
+                            const float *attn, size_t head_stride,
+                            const size_t *attn_len, int check_weights);
+
+/* The decode evict's choice of k victims across heads (with the musts
+ * in must[]): each head lists its musts and one more candidate, and a
+ * head whose list is taken lists twice as many while it has more, so the
+ * victims are those pb__group_merge picks from full lists. take[h] gets
+ * head h's count; returns their total (as pb__group_merge). */
+size_t pb__group_choose(pb_kvcache_group *group, size_t k);
 
 /* The bytes of prefill workspace for a prompt of len positions
  * (pb_kvcache_group_prefill_workspace_size), from the plan alone.

@@ -8,9 +8,10 @@
 #include <assert.h>
 #include <string.h>
 
+#include "block_layout.h"
 #include "head_group_internal.h"
-
-#define ALIGN64(n) (((n) + 63u) & ~(size_t)63u)
+#include "policy_internal.h"
+#include "weight_check.h"
 
 /* docs/spec.md §7.5 for an instance of this capacity and kernel. */
 static size_t head_workspace(uint32_t capacity, uint32_t pool_kernel,
@@ -26,9 +27,9 @@ pb_status pb__group_prefill_bytes(uint32_t num_heads, uint32_t capacity,
                                   size_t *bytes) {
     if (len > UINT32_MAX || len > SIZE_MAX / 64u / num_heads)
         return PB_ERR_TOO_LARGE;
-    const size_t cand = ALIGN64(16u * (size_t)num_heads * len);
-    const size_t one = ALIGN64(16u * len);
-    const size_t ws = ALIGN64(head_workspace(capacity, pool_kernel, len));
+    const size_t cand = pb__lines(16u * (size_t)num_heads * len);
+    const size_t one = pb__lines(16u * len);
+    const size_t ws = pb__lines(head_workspace(capacity, pool_kernel, len));
     if (SIZE_MAX - cand < one || SIZE_MAX - cand - one < ws)
         return PB_ERR_TOO_LARGE;
     *bytes = cand + one + ws;
@@ -44,13 +45,6 @@ pb_status pb_kvcache_group_prefill_workspace_size(
     if (st != PB_OK) return st;
     *bytes = b;
     return PB_OK;
-}
-
-static int weight_valid(float w) {
-    uint32_t u;
-    memcpy(&u, &w, sizeof u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return 0;
-    return (u & 0x80000000u) == 0u || (u & 0x7fffffffu) == 0u;
 }
 
 /* The window score of every position 0 .. len-1 after the rows as decode
@@ -84,7 +78,8 @@ pb_status pb_kvcache_group_prefill(
         return PB_ERR_NULL;
     const uint32_t nh = group->num_heads;
     if (len == 0u || rows == 0u || rows > len ||
-        group->scorer != PB_SCORER_WINDOW || group->sinks != 0u ||
+        pb__scorer_ops_of(group->scorer)->prefill == NULL ||
+        group->sinks != 0u ||
         (workspace != NULL &&
          ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN) != 0u))
         return PB_ERR_PARAM;
@@ -94,7 +89,7 @@ pb_status pb_kvcache_group_prefill(
     for (uint32_t h = 0; h < nh; h++) {
         const float *a = attn + (size_t)h * head_stride;
         for (size_t i = 0; i < rows * len; i++)
-            if (!weight_valid(a[i])) return PB_ERR_WEIGHT;
+            if (pb__weight_bad(a[i])) return PB_ERR_WEIGHT;
     }
     size_t need = 0;
     if (pb__group_prefill_bytes(nh, group->head_capacity, group->pool_kernel,
@@ -111,12 +106,12 @@ pb_status pb_kvcache_group_prefill(
     if (counts_len < nh) return PB_ERR_BUFFER;
 
     pb__group_entry *cand = (pb__group_entry *)ws;
-    const size_t cand_bytes = ALIGN64(16u * (size_t)nh * len);
+    const size_t cand_bytes = pb__lines(16u * (size_t)nh * len);
     double *x = (double *)(ws + cand_bytes);
     uint32_t *pos = (uint32_t *)(ws + cand_bytes + 8u * len);
-    unsigned char *head_ws = ws + cand_bytes + ALIGN64(16u * len);
+    unsigned char *head_ws = ws + cand_bytes + pb__lines(16u * len);
     const size_t head_ws_bytes =
-        ALIGN64(head_workspace(group->head_capacity, group->pool_kernel, len));
+        pb__lines(head_workspace(group->head_capacity, group->pool_kernel, len));
 
     const uint64_t held = (uint64_t)nh * len;
     const uint64_t target =

@@ -94,64 +94,47 @@ void pb__group_lowest_of(const pb_kvcache_group *g, const double *x,
     *n_out = m;
 }
 
-/* The public path: every held position's score through the queries. */
-static void peek_public(const pb_kvcache_group *g, uint32_t h, size_t want,
-                        pb__group_entry *out, size_t *n_out) {
-    const pb_kvcache *head = g->heads[h];
-    size_t n = 0;
-    pb_status st = pb_kvcache_kept_positions(head, g->pos_scratch,
-                                             g->head_capacity, &n);
-    assert(st == PB_OK);
-    for (size_t i = 0; i < n; i++) {
-        st = pb_kvcache_score(head, g->pos_scratch[i], &g->x_scratch[i]);
-        assert(st == PB_OK);
-    }
-    (void)st;
-    size_t r = g->recent < n ? g->recent : n;
-    if (g->scorer == PB_SCORER_LAST) {
-        /* Unobserved positions (score -1) are the newest; protected. */
-        size_t unobserved = 0;
-        while (unobserved < n && g->x_scratch[n - 1u - unobserved] == -1.0)
-            unobserved++;
-        if (unobserved > r) r = unobserved;
-    }
-    const size_t end = n - r;
-    const size_t s = pb_kvcache_sink_count(head);
-    const size_t first = s < end ? s : end;
-    pb__group_lowest_of(g, g->x_scratch, g->pos_scratch, n, first, end, want,
-                        out, n_out);
-}
-
-/* A few wanted keys come from the engine's own peek (the victims an evict
- * would take, in its order, with its keys); it makes one pass over the held
- * positions per key, so past 32 keys scoring every held position once
- * through the public queries costs less. Both give the same keys. */
+/* The head's own lowest candidates through the scorer table: its
+ * evictable range (as its evict sees it) and its `want` lowest by its
+ * scorer's key, in the order its evict takes them. */
 void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
                            size_t want, pb__group_entry *out, size_t *n_out) {
-    const pb_kvcache *head = g->heads[h];
+    pb_kvcache *head = g->heads[h];
     const size_t held = pb_kvcache_kept_count(head);
     const size_t e = pb__kvcache_peek_lowest(head, 0u, NULL, NULL, 0u, NULL);
     const size_t cands = e > g->floor ? e - g->floor : 0u;
     const size_t w = want < cands ? want : cands;
-    if (w > 32u) {
-        peek_public(g, h, want, out, n_out);
-        return;
-    }
     size_t m = 0;
     if (w > 0u) {
-        m = pb__kvcache_peek_lowest(head, (uint32_t)(held - w),
-                                    g->pos_scratch, g->x_scratch, w,
-                                    g->peek_work);
+        m = pb__kvcache_lowest(head, (uint32_t)(held - w), g->pos_scratch,
+                               g->x_scratch, w, g->peek_work);
         if (m > w) m = w;
         for (size_t i = 0; i < m; i++) {
-            out[i].key = g->scorer == PB_SCORER_NONE
-                             ? (double)g->pos_scratch[i]
-                             : g->x_scratch[i];
+            out[i].key = g->x_scratch[i];
             out[i].pos = g->pos_scratch[i];
             out[i].pad_ = 0u;
         }
     }
     *n_out = m;
+}
+
+/* The head whose next listed entry is the lowest by (key, position, head):
+ * num_heads when every list is taken. Equal key and position: the lower
+ * head (met first) wins. */
+static uint32_t lowest_head(const pb__group_entry *lists, size_t stride,
+                            const size_t *cand_n, uint32_t num_heads,
+                            const size_t *take) {
+    uint32_t best = num_heads;
+    const pb__group_entry *be = NULL;
+    for (uint32_t h = 0; h < num_heads; h++) {
+        if (take[h] >= cand_n[h]) continue;
+        const pb__group_entry *e = &lists[h * stride + take[h]];
+        if (be == NULL || pb__group_entry_less(e, be)) {
+            be = e;
+            best = h;
+        }
+    }
+    return best;
 }
 
 size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
@@ -163,20 +146,48 @@ size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
         total += take[h];
     }
     while (total < k) {
-        uint32_t best = num_heads;
-        const pb__group_entry *be = NULL;
-        for (uint32_t h = 0; h < num_heads; h++) {
-            if (take[h] >= cand_n[h]) continue;
-            const pb__group_entry *e = &lists[h * stride + take[h]];
-            /* Equal key and position: the lower head (met first) wins. */
-            if (be == NULL || pb__group_entry_less(e, be)) {
-                be = e;
-                best = h;
-            }
-        }
-        if (be == NULL) break;
+        const uint32_t best =
+            lowest_head(lists, stride, cand_n, num_heads, take);
+        if (best == num_heads) break;
         take[best]++;
         total++;
+    }
+    return total;
+}
+
+/* The candidates head h has: its evictable positions but its floor. */
+static size_t candidates(const pb_kvcache_group *g, uint32_t h) {
+    const size_t e =
+        pb__kvcache_peek_lowest(g->heads[h], 0u, NULL, NULL, 0u, NULL);
+    return e > g->floor ? e - g->floor : 0u;
+}
+
+size_t pb__group_choose(pb_kvcache_group *g, size_t k) {
+    const uint32_t nh = g->num_heads;
+    const size_t stride = g->head_capacity;
+    size_t total = 0;
+    for (uint32_t h = 0; h < nh; h++) {
+        /* Its musts, and one more to compete with while k asks for any. */
+        const size_t want = g->must[h] + (k > 0u ? 1u : 0u);
+        pb__group_peek_lowest(g, h, want, g->cand + h * stride, &g->cand_n[h]);
+        g->take[h] = g->must[h] < g->cand_n[h] ? g->must[h] : g->cand_n[h];
+        total += g->take[h];
+    }
+    while (total < k) {
+        const uint32_t best =
+            lowest_head(g->cand, stride, g->cand_n, nh, g->take);
+        if (best == nh) break;
+        g->take[best]++;
+        total++;
+        const size_t n = g->cand_n[best];
+        if (g->take[best] < n || total >= k) continue;
+        /* Its list is taken: list twice as many while it has more (the
+         * new list starts with the old one). */
+        const size_t more = candidates(g, best);
+        if (more > n)
+            pb__group_peek_lowest(g, best, 2u * n < more ? 2u * n : more,
+                                  g->cand + best * stride,
+                                  &g->cand_n[best]);
     }
     return total;
 }

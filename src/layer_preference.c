@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "weight_check.h"
 
 /* Finite and not negative (-0.0 is valid), read by bits. */
 static int weight_valid(float w) {
@@ -79,8 +80,7 @@ pb_status pb_cake_weights(const double *preference, size_t n,
     if (n == 0u) return PB_ERR_PARAM;
     double mx = 0.0;
     for (size_t l = 0; l < n; l++) {
-        if (!isfinite(preference[l]) || preference[l] < 0.0)
-            return PB_ERR_PARAM;
+        if (pb__weight_bad_double(preference[l])) return PB_ERR_PARAM;
         if (preference[l] > mx) mx = preference[l];
     }
     if (!(mx > 0.0)) return PB_ERR_PARAM;

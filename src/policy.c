@@ -44,9 +44,7 @@ pb_status pb_kvcache_create(const pb_kvcache_config *config,
     void *block = a.alloc(a.ctx, total);
     if (block == NULL) return PB_ERR_NOMEM;
 
-    const uintptr_t start =
-        ((uintptr_t)block + (PB__ALIGN - 1u)) & ~(uintptr_t)(PB__ALIGN - 1u);
-    unsigned char *base = (unsigned char *)block + (start - (uintptr_t)block);
+    unsigned char *base = pb__block_start(block);
     pb_kvcache *p = (pb_kvcache *)(void *)base;
     memset(base, 0, PB__STATE_BYTES);
     p->ops = ops;
@@ -129,10 +127,11 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
     pb_kvcache *p = policy;
     /* With recent_window 0 an evict may leave nothing held. No hole
      * follows the newest held column (the window scorer trims them). */
-    assert(p->kept == 0u || p->n_holes == 0u ||
-           p->holes[p->n_holes - 1u] < p->kept + p->n_holes - 1u);
-    if (p->kept > 0u && pos <= p->pos[p->kept + p->n_holes - 1u])
-        return PB_ERR_POSITION;
+    if (p->kept > 0u) {
+        const pb__holes h = pb__holes_of(p);
+        assert(h.n == 0u || h.at[h.n - 1u] < p->kept + h.n - 1u);
+        if (pos <= p->pos[p->kept + h.n - 1u]) return PB_ERR_POSITION;
+    }
     const int full = p->kept >= p->capacity;
     unsigned flags = 0u;
     if (attn != NULL) {
@@ -157,7 +156,7 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
  * ranks (never evicted, so always a prefix). Instances with sinks have no
  * holes, so pos[] is dense. */
 static size_t sinks_held(const pb_kvcache *p) {
-    assert(p->cfg.sinks == 0u || p->n_holes == 0u);
+    assert(p->cfg.sinks == 0u || pb__holes_of(p).n == 0u);
     assert(p->sinks_kept == pb__count_below(p->pos, p->kept, p->cfg.sinks));
     return p->sinks_kept;
 }
@@ -175,9 +174,12 @@ static inline void evict_range(const pb_kvcache *p, uint32_t budget, size_t *fir
     /* Protected: the newest min(recent_window, held) positions (also every
      * position the scorer has not observed yet, all of them among the
      * newest) and the sinks, all of them among the oldest. */
-    const size_t recent_window = (size_t)p->cfg.params.recent_window;
+    const size_t recent_window = (size_t)p->cfg.recent_window;
     size_t recent = recent_window < p->kept ? recent_window : p->kept;
-    if (p->unobserved > recent) recent = p->unobserved;
+    if (p->ops->unobserved != NULL) {
+        const size_t unobserved = p->ops->unobserved(p);
+        if (unobserved > recent) recent = unobserved;
+    }
     *end = p->kept - recent;
     const size_t sinks = sinks_held(p);
     *first = sinks < *end ? sinks : *end;
@@ -222,6 +224,19 @@ size_t pb__kvcache_peek_lowest(const pb_kvcache *p, uint32_t budget,
     return needed;
 }
 
+size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
+                          uint32_t *positions, double *scores, size_t cap,
+                          void *work) {
+    if (p->ops->lowest == NULL)
+        return pb__kvcache_peek_lowest(p, budget, positions, scores, cap,
+                                       work);
+    size_t first, end, needed;
+    evict_range(p, budget, &first, &end, &needed);
+    const size_t k = needed < cap ? needed : cap;
+    if (k > 0u) p->ops->lowest(p, first, end, k, positions, scores, work);
+    return needed;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Introspection                                                            */
 
@@ -243,9 +258,10 @@ pb_status pb_kvcache_kept_positions(const pb_kvcache *policy, uint32_t *out,
     const pb_kvcache *p = policy;
     *n = p->kept;
     if (out_cap < p->kept) return PB_ERR_BUFFER;
+    const pb__holes h = pb__holes_of(p);
     pb__runs it = {0, 0, 0};
     pb__run run;
-    while (pb__run_next(&it, p->holes, p->n_holes, p->kept, &run))
+    while (pb__run_next(&it, h.at, h.n, p->kept, &run))
         memcpy(out + run.rank, p->pos + run.col, run.len * sizeof *out);
     return PB_OK;
 }
@@ -253,10 +269,11 @@ pb_status pb_kvcache_kept_positions(const pb_kvcache *policy, uint32_t *out,
 /* The column of held position pos, or SIZE_MAX if it is not held. The
  * positions of all columns, holes included, ascend. */
 static size_t column_of_pos(const pb_kvcache *p, uint32_t pos) {
-    const size_t col = pb__column_at_least(p, pos);
-    if (col == p->kept + p->n_holes || p->pos[col] != pos) return SIZE_MAX;
-    const size_t h = pb__holes_below(p, col); /* is column col a hole? */
-    return h < p->n_holes && p->holes[h] == col ? SIZE_MAX : col;
+    const pb__holes h = pb__holes_of(p);
+    const size_t col = pb__column_at_least(p, h, pos);
+    if (col == p->kept + h.n || p->pos[col] != pos) return SIZE_MAX;
+    const size_t below = pb__holes_below(h, col); /* is col a hole? */
+    return below < h.n && h.at[below] == col ? SIZE_MAX : col;
 }
 
 pb_status pb_kvcache_window_score(const pb_kvcache *policy, uint32_t pos,

@@ -58,13 +58,13 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
     if (c->obs_window == 0u) return PB_ERR_PARAM;
     if (c->pool_kernel == 0u || c->pool_kernel % 2u == 0u) return PB_ERR_PARAM;
     if (c->pool > (uint32_t)PB_POOL_AVG) return PB_ERR_PARAM;
-    if (pb__scorer_ops_of(c->scorer) == NULL) return PB_ERR_PARAM;
+    const pb__scorer_ops *ops = pb__scorer_ops_of(c->scorer);
+    if (ops == NULL) return PB_ERR_PARAM;
     if (c->prefill_scope > (uint32_t)PB_PREFILL_REFERENCE) return PB_ERR_PARAM;
     if (c->row_stores > (uint32_t)PB_ROW_STORES_STREAMED) return PB_ERR_PARAM;
-    /* The prefill door scores a prompt by observation windows and knows no
-     * sinks: it serves only the plain window scorer (docs/prefill.md). */
-    if (c->prefill_max_len != 0u &&
-        (c->scorer != (uint32_t)PB_SCORER_WINDOW || c->sinks != 0u))
+    /* Prefill scratch serves a scorer with a prefill entry, and the prefill
+     * door knows no sinks (docs/prefill.md). */
+    if (c->prefill_max_len != 0u && (ops->prefill == NULL || c->sinks != 0u))
         return PB_ERR_PARAM;
     if (c->capacity != 0u &&
         (uint64_t)c->capacity < (uint64_t)c->recent_window + 2u)
@@ -85,15 +85,9 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
      * `sinks` sinks and recent_window protected ones may be held. */
     if ((uint64_t)c->sinks + c->recent_window >= capacity) return PB_ERR_PARAM;
 
-    pb_kvcache_pyramidkv_params p;
-    p.budget = c->budget;
-    p.layer = c->layer;
-    p.num_layers = c->num_layers;
-    p.pyramid_ratio = c->pyramid_ratio;
-    p.recent_window = c->recent_window;
-    p.obs_window = c->obs_window;
-    p.pool_kernel = c->pool_kernel;
-    out->params = p;
+    out->recent_window = c->recent_window;
+    out->obs_window = c->obs_window;
+    out->pool_kernel = c->pool_kernel;
     out->share = c->share;
     out->scorer = c->scorer;
     out->sinks = c->sinks;
@@ -107,28 +101,15 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Layout                                                                   */
-
-/* Appends a region of `bytes` at *cursor, rounded up to whole lines. */
-int pb__region(size_t *cursor, size_t bytes, size_t *offset) {
-    if (bytes > SIZE_MAX - (PB__ALIGN - 1u)) return 0;
-    const size_t rounded = (bytes + PB__ALIGN - 1u) & ~(PB__ALIGN - 1u);
-    if (rounded > SIZE_MAX - *cursor) return 0;
-    *offset = *cursor;
-    *cursor += rounded;
-    return 1;
-}
-
-/* ------------------------------------------------------------------------ */
 /* The scorers                                                              */
 
 /* A new scorer: its pb_scorer value, its file, one line here. */
 static const pb__scorer_ops *const scorer_table[] = {
-    &pb__window_ops,     /* PB_SCORER_WINDOW */
-    &pb__cumulative_ops, /* PB_SCORER_CUMULATIVE */
-    &pb__last_ops,       /* PB_SCORER_LAST */
-    &pb__votes_ops,      /* PB_SCORER_VOTES */
-    &pb__none_ops,       /* PB_SCORER_NONE */
+    [PB_SCORER_WINDOW] = &pb__window_ops,
+    [PB_SCORER_CUMULATIVE] = &pb__cumulative_ops,
+    [PB_SCORER_LAST] = &pb__last_ops,
+    [PB_SCORER_VOTES] = &pb__votes_ops,
+    [PB_SCORER_NONE] = &pb__none_ops,
 };
 
 const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer) {

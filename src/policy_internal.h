@@ -32,13 +32,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "block_layout.h"
 #include "kernels.h"
 #include "pyramidkv/pyramidkv.h"
 #include "weight_check.h"
 
-/* Every array of an instance starts on its own cache line, and the whole
- * instance is padded to whole lines, so two instances never share a line. */
-#define PB__ALIGN ((size_t)64)
 
 /* A hint that the cache line holding addr is read (rw 0) or written (rw 1)
  * soon. It changes no value; compilers without the builtin get nothing. */
@@ -52,9 +50,12 @@
 /* Resolved configuration                                                   */
 
 /* A configuration after validation, with the share and the capacity
- * resolved. */
+ * resolved: what the engine reads of it (the budget, the layer and the
+ * pyramid are spent in resolving the share). */
 typedef struct pb__config {
-    pb_kvcache_pyramidkv_params params;
+    uint32_t recent_window;   /* newest positions never evicted */
+    uint32_t obs_window;      /* steps a window score sums */
+    uint32_t pool_kernel;     /* odd width of the score pooling */
     uint32_t share;           /* explicit share, 0: the pyramid formula */
     uint32_t scorer;          /* pb_scorer */
     uint32_t sinks;           /* earliest positions never evicted */
@@ -156,17 +157,23 @@ static inline int pb__run_next(pb__runs *it, const size_t *holes,
 
 struct pb__scorer_ops;
 
+/* The dead columns of an instance's pos[], ascending: at[0 .. n-1]. */
+typedef struct pb__holes {
+    const size_t *at;
+    size_t n;
+} pb__holes;
+
 /*
  * The common part of one policy instance: the first member of every
  * scorer's state struct, at the start of the instance's one block (all
  * arrays live in that block, obtained at create).
  *
  * Held positions are numbered by their rank i (0 = oldest); pos[] holds
- * them by column, ascending. Columns and ranks differ only by holes: the
- * window scorer leaves the columns of a few victims in place until a
- * compaction (window_internal.h), each keeping its old position, so pos[]
- * stays ascending over all columns. Every other scorer has no hole
- * (holes NULL, n_holes 0: column == rank).
+ * them by column, ascending. Columns and ranks differ only by holes: a
+ * scorer may leave the columns of a few victims in place (the window
+ * scorer does, until a compaction: window_internal.h), each keeping its
+ * old position, so pos[] stays ascending over all columns; its table entry
+ * `holes` lists them. Every other scorer has none (column == rank).
  */
 struct pb_kvcache {
     const struct pb__scorer_ops *ops; /* the scorer's, chosen at create */
@@ -178,10 +185,6 @@ struct pb_kvcache {
                              ranks, never evicted (admissions count
                              them) */
     uint32_t *pos;        /* positions by column, ascending */
-    size_t *holes;        /* dead columns of pos[], ascending */
-    size_t n_holes;
-    size_t unobserved;    /* the newest positions protected because no
-                             step has observed them (the last scorer) */
     uint32_t q_limit_bits;/* the door's weight check also flags weights at
                              or above this bit pattern (PB__WEIGHT_BIG;
                              UINT32_MAX: none) */
@@ -197,36 +200,42 @@ struct pb_kvcache {
     size_t block_bytes;     /* what it was asked for */
 };
 
-/* The first column whose position is at least pos (kept + n_holes if
- * none): the columns' positions, holes included, ascend. */
-static inline size_t pb__column_at_least(const pb_kvcache *p, uint32_t pos) {
-    size_t lo = 0, hi = p->kept + p->n_holes;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->pos[mid] < pos)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+/* The scratch the prefill door needs for a prompt of `len` positions, in
+ * three parts laid out in this order: one double per position (window,
+ * then pooled scores), a pooling scratch of pb__pool_work_bytes(kernel,
+ * len) only when the instance's own (work_bytes) is smaller, and one double
+ * per four positions for the candidates of the narrowed selection.
+ * pb_kvcache_prefill_workspace_size reports the total, and create reserves
+ * it (rounded up to a whole line) for options.prefill_max_len; the parts
+ * only grow with len, so the reservation serves every shorter prompt. */
+typedef struct pb__prefill_scratch {
+    size_t score_bytes, pool_bytes, cand_bytes;
+    size_t total;
+} pb__prefill_scratch;
 
-/* How many holes lie below column col (holes[] ascends). */
-static inline size_t pb__holes_below(const pb_kvcache *p, size_t col) {
-    size_t lo = 0, hi = p->n_holes;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2u;
-        if (p->holes[mid] < col)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+/* Fills *out for this kernel, instance pooling scratch and len. PB_OK, or
+ * PB_ERR_TOO_LARGE if len is above UINT32_MAX or a size does not fit in
+ * size_t. Pure (prefill.c). */
+pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
+                                 size_t len, pb__prefill_scratch *out);
+
+/* A prompt handed to a scorer's prefill entry: the arguments of
+ * pb_kvcache_prefill (pyramidkv_prefill.h) after the door's checks. */
+typedef struct pb__prompt {
+    const float *attn;
+    size_t rows, len;
+    uint32_t budget;
+    void *workspace;
+    size_t workspace_bytes;
+    uint32_t *kept;
+    size_t kept_cap;
+    uint32_t *victims;
+    size_t victims_cap;
+} pb__prompt;
 
 /*
- * What a scorer does, called by the doors (policy.c) with validated
- * arguments. Chosen at create from cfg.scorer (pb__scorer_ops_of); the
+ * What a scorer does, called by the doors (policy.c, prefill.c) with
+ * validated arguments. Chosen at create from cfg.scorer (pb__scorer_ops_of); the
  * common path never asks which scorer an instance has.
  */
 typedef struct pb__scorer_ops {
@@ -268,10 +277,36 @@ typedef struct pb__scorer_ops {
                         void *work);
     /* The scratch peek_lowest needs for this instance. */
     size_t (*peek_work_bytes)(const pb_kvcache *p);
+    /* For a caller of many instances (the layer group): exactly what
+     * peek_lowest answers, by the scorer's cheapest way, which may update
+     * the scorer's hints and kept sums (never what any query or evict
+     * answers). NULL: peek_lowest serves. */
+    void (*lowest)(pb_kvcache *p, size_t first, size_t end, size_t k,
+                   uint32_t *positions, double *scores, void *work);
     /* The score pb_kvcache_score reports for the held column col. */
     double (*score)(const pb_kvcache *p, size_t col);
     /* 1: that score is a window score (pb_kvcache_window_score answers). */
     int window;
+    /* The dead columns the scorer leaves in pos[] now; NULL: it leaves
+     * none (column == rank). */
+    pb__holes (*holes)(const pb_kvcache *p);
+    /* The newest positions the scorer has not observed, which an evict
+     * spares besides the recent window; NULL: none. */
+    size_t (*unobserved)(const pb_kvcache *p);
+    /* The prompt's compress (pb_kvcache_prefill) on a scorer that scores
+     * prompts, NULL on one that does not (the door then refuses with
+     * PB_ERR_PARAM, and so does a config asking for prefill scratch). The
+     * door has checked the arguments, that the instance has no sinks, the
+     * rows of the reference scope and the workspace's alignment; the entry
+     * checks the rest in the order the header documents, and changes
+     * nothing on an error. */
+    pb_status (*prefill)(pb_kvcache *p, const pb__prompt *in,
+                         size_t *n_kept);
+    /* pb_kvcache_prefill_workspace_size for this instance, NULL where
+     * prefill is (the size is then pb__prefill_scratch_of's with no
+     * pooling scratch of the instance's own). */
+    pb_status (*prefill_workspace)(const pb_kvcache *p, size_t len,
+                                   size_t *bytes);
 } pb__scorer_ops;
 
 /* The scorers, each defined in its own file, and the table of
@@ -284,15 +319,45 @@ extern const pb__scorer_ops pb__votes_ops;      /* score_votes.c */
 extern const pb__scorer_ops pb__none_ops;       /* score_none.c */
 const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer);
 
+/* The holes of an instance (its scorer's entry; none without one). */
+static inline pb__holes pb__holes_of(const pb_kvcache *p) {
+    const pb__holes none = {NULL, 0u};
+    return p->ops->holes != NULL ? p->ops->holes(p) : none;
+}
+
+/* The first column whose position is at least pos (kept + h.n if none):
+ * the columns' positions, holes h included, ascend. */
+static inline size_t pb__column_at_least(const pb_kvcache *p, pb__holes h,
+                                         uint32_t pos) {
+    size_t lo = 0, hi = p->kept + h.n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (p->pos[mid] < pos)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many of the holes h lie below column col. */
+static inline size_t pb__holes_below(pb__holes h, size_t col) {
+    size_t lo = 0, hi = h.n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (h.at[mid] < col)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The first lines of every instance's block: its state, the common part
  * and the scorer's own struct (each scorer checks that its struct fits).
  * Every scorer reserves the same, so an instance's size depends on its
  * arrays only. */
 #define PB__STATE_BYTES ((size_t)8 * PB__ALIGN)
-
-/* Appends a region of `bytes` at *cursor, rounded up to whole lines, its
- * offset to *offset; 0 if that overflows (policy_config.c). */
-int pb__region(size_t *cursor, size_t bytes, size_t *offset);
 
 /* The bytes pb__kvcache_peek_lowest's work area needs for this instance. */
 size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p);
@@ -307,6 +372,12 @@ size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p);
 size_t pb__kvcache_peek_lowest(const pb_kvcache *p, uint32_t budget,
                                uint32_t *positions, double *scores,
                                size_t cap, void *work);
+
+/* pb__kvcache_peek_lowest through the scorer's lowest entry (where it has
+ * one): the same answer; the instance's hints may change. */
+size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
+                          uint32_t *positions, double *scores, size_t cap,
+                          void *work);
 
 /* ------------------------------------------------------------------------ */
 /* Pooling (pooling.c)                                                      */

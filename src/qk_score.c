@@ -10,12 +10,10 @@
 #include <string.h>
 
 #include "allocator.h"
+#include "block_layout.h"
 #include "pyramidkv/pyramidkv.h"
 #include "runtime_internal.h"
-
-/* The first released size of pb_qk_config: every field up to max_rows. */
-#define PB__QK_CONFIG_MIN_SIZE ((size_t)32)
-#define PB__QK_ALIGN ((size_t)64)
+#include "struct_growth.h"
 
 struct pb_qk {
     pb_allocator alloc;
@@ -35,23 +33,13 @@ struct pb_qk {
     pb__qk_exp_fn exp_fn;
 };
 
-static size_t round_up(size_t n) {
-    return (n + PB__QK_ALIGN - 1u) / PB__QK_ALIGN * PB__QK_ALIGN;
-}
-
 /* Reads a caller's config by the rule of docs/abi.md and validates it. */
 static pb_status load_config(const pb_qk_config *user, pb_qk_config *out) {
     const pb_qk_config def = PB_QK_CONFIG_DEFAULT;
     *out = def;
-    if (user != NULL) {
-        const size_t size = user->struct_size;
-        if (size < PB__QK_CONFIG_MIN_SIZE) return PB_ERR_PARAM;
-        const unsigned char *raw = (const unsigned char *)user;
-        for (size_t i = sizeof(pb_qk_config); i < size; ++i)
-            if (raw[i] != 0u) return PB_ERR_PARAM;
-        memcpy(out, user, sizeof *out < size ? sizeof *out : size);
-        out->struct_size = (uint32_t)sizeof *out;
-    }
+    if (pb__struct_read(user, PB__QK_CONFIG_SIZE_0_2, sizeof *out, out) !=
+        PB_OK)
+        return PB_ERR_PARAM;
     if (out->head_dim == 0u || out->head_dim > 65536u) return PB_ERR_PARAM;
     if (out->group == 0u || out->group > 1024u) return PB_ERR_PARAM;
     if (out->key_type > (uint32_t)PB_KEYS_BF16) return PB_ERR_PARAM;
@@ -70,19 +58,17 @@ static size_t layout(const pb_qk_config *c, size_t *off_qd, size_t *off_kd,
     const size_t d = c->head_dim, g = c->group, k = c->max_keys;
     const size_t r = c->max_rows;
     if (k > SIZE_MAX / 64u / g || k > SIZE_MAX / 8u / r) return 0;
-    size_t at = round_up(sizeof(struct pb_qk));
-    const size_t parts[6] = {8u * g * d, 8u * d, 8u * g * k, 4u * g * k,
-                             16u * k, 4u * r * k};
-    size_t *offs[6] = {off_qd, off_kd, off_logits, off_heads, off_spare,
-                       off_block};
-    for (int i = 0; i < 6; ++i) {
-        /* logits, heads and spare stay contiguous: one workspace. */
-        const size_t len = (i == 2 || i == 3) ? parts[i] : round_up(parts[i]);
-        if (at > SIZE_MAX - len - PB__QK_ALIGN) return 0;
-        *offs[i] = at;
-        at += len;
-    }
-    return round_up(at) + PB__QK_ALIGN; /* room to align the start */
+    pb__cursor at = {0, 0};
+    (void)pb__part(&at, sizeof(struct pb_qk));
+    *off_qd = pb__part(&at, 8u * g * d);
+    *off_kd = pb__part(&at, 8u * d);
+    /* logits, heads and spare stay contiguous (one workspace), and the
+     * block follows them. */
+    *off_logits = pb__part_unpadded(&at, 8u * g * k);
+    *off_heads = pb__part_unpadded(&at, 4u * g * k);
+    *off_spare = pb__part_unpadded(&at, pb__lines(16u * k));
+    *off_block = pb__part_unpadded(&at, pb__lines(4u * r * k));
+    return pb__block_bytes(&at);
 }
 
 PB_API pb_status pb_qk_size(const pb_qk_config *config, size_t *bytes) {
@@ -112,10 +98,7 @@ PB_API pb_status pb_qk_create(const pb_qk_config *config,
     /* One allocation, aligned by hand to a cache line. */
     unsigned char *raw = (unsigned char *)a.alloc(a.ctx, n);
     if (raw == NULL) return PB_ERR_NOMEM;
-    const size_t pad =
-        (PB__QK_ALIGN - (size_t)((uintptr_t)raw % PB__QK_ALIGN)) %
-        PB__QK_ALIGN;
-    unsigned char *base = raw + pad;
+    unsigned char *base = pb__block_start(raw);
     pb_qk *qk = (pb_qk *)(void *)base;
     memset(qk, 0, sizeof *qk);
     qk->alloc = a;

@@ -27,6 +27,9 @@ static double cumulative_score(const pb__source *p, size_t rank) {
 }
 
 static const pb__source_kind cumulative_kind = {
-    sizeof(double), 0, 0u, 0, 0, cumulative_update, cumulative_score};
+    .per = sizeof(double),
+    .update = cumulative_update,
+    .score = cumulative_score,
+};
 
-PB__SOURCE_ENTRY(pb__cumulative_ops, "cumulative", cumulative_kind)
+PB__SOURCE_ENTRY(pb__cumulative_ops, "cumulative", cumulative_kind, NULL)

@@ -129,7 +129,7 @@ typedef struct score_cache {
 static double exact_score(const pb__window *p, score_cache *c, size_t j) {
     const size_t k = j % 32u;
     if (c->rank[k] != j) {
-        const size_t col = pb__ring_column_of(p->c.holes, p->c.n_holes, j);
+        const size_t col = pb__ring_column_of(p->holes, p->n_holes, j);
         c->rank[k] = j;
         c->score[k] =
             pb__ring_window_score(p->ring, p->row_stride, p->obs_window, col,
@@ -160,18 +160,18 @@ static int record(pb__window *p, size_t *nc, size_t rank, double value) {
  * pb__filter_rebuild) and sums are >= 0, so the max may run over the whole
  * column range from rank i-h's column to rank i+h's. */
 static double window_max_at(const pb__window *p, size_t c, size_t hp) {
-    const size_t h = p->half_kernel, n_cols = p->c.kept + p->c.n_holes;
+    const size_t h = p->half_kernel, n_cols = p->c.kept + p->n_holes;
     size_t lo = c, hi = c, k = h, j = hp;
     while (k > 0u && lo > 0u) {
         --lo;
-        if (j > 0u && p->c.holes[j - 1u] == lo)
+        if (j > 0u && p->holes[j - 1u] == lo)
             --j;
         else
             --k;
     }
     for (k = h, j = hp; k > 0u && hi + 1u < n_cols;) {
         ++hi;
-        if (j < p->c.n_holes && p->c.holes[j] == hi)
+        if (j < p->n_holes && p->holes[j] == hi)
             ++j;
         else
             --k;
@@ -233,8 +233,8 @@ static void take(pb__window *p, scan_state *st, size_t rank, double v) {
 /* Visits column c (ascending over calls): a hole is passed over, a held
  * rank taken with its exact window max. */
 static void visit(pb__window *p, scan_state *st, size_t c) {
-    while (st->hp < p->c.n_holes && p->c.holes[st->hp] < c) st->hp += 1u;
-    if (st->hp < p->c.n_holes && p->c.holes[st->hp] == c) return;
+    while (st->hp < p->n_holes && p->holes[st->hp] < c) st->hp += 1u;
+    if (st->hp < p->n_holes && p->holes[st->hp] == c) return;
     take(p, st, c - st->hp, window_max_at(p, c, st->hp));
 }
 
@@ -272,9 +272,9 @@ static size_t scan_pass(pb__window *p, size_t evictable, size_t needed,
                         double thr, int exact, double guess,
                         scan_state *out) {
     const size_t h = p->half_kernel, w = 2u * h + 1u;
-    const size_t n_cols = p->c.kept + p->c.n_holes;
+    const size_t n_cols = p->c.kept + p->n_holes;
     const size_t ce =
-        pb__ring_column_of(p->c.holes, p->c.n_holes, evictable - 1u) + 1u;
+        pb__ring_column_of(p->holes, p->n_holes, evictable - 1u) + 1u;
     scan_state st = {needed, 0u, 0u, 0u, thr, (double)p->obs_window,
                      thr >= 0.0, 0, exact, 0u};
     /* One victim: the runner-up of the last scan, if it is still an
@@ -282,15 +282,15 @@ static size_t scan_pass(pb__window *p, size_t evictable, size_t needed,
      * column whose window max exceeds T*(its max) can matter. */
     double seed_thr = -1.0;
     if (!st.fixed && needed == 1u + (size_t)exact && p->seed_col < ce) {
-        size_t a = 0, b = p->c.n_holes; /* holes before seed_col */
+        size_t a = 0, b = p->n_holes; /* holes before seed_col */
         while (a < b) {
             const size_t mid = a + (b - a) / 2u;
-            if (p->c.holes[mid] < p->seed_col)
+            if (p->holes[mid] < p->seed_col)
                 a = mid + 1u;
             else
                 b = mid;
         }
-        if (a == p->c.n_holes || p->c.holes[a] != p->seed_col) {
+        if (a == p->n_holes || p->holes[a] != p->seed_col) {
             const double m = window_max_at(p, p->seed_col, a);
             seed_thr = exact ? m : threshold(m, st.obs);
         }
@@ -351,11 +351,11 @@ static size_t scan_pass(pb__window *p, size_t evictable, size_t needed,
                  * (its window max is at least that sum) is passed over. */
                 const double own = p->scores[col];
                 if (st.exact ? own >= st.thr : own > st.thr) continue;
-                while (hq < p->c.n_holes && p->c.holes[hq] < col) ++hq;
-                if (hq < p->c.n_holes && p->c.holes[hq] == col) continue;
+                while (hq < p->n_holes && p->holes[hq] < col) ++hq;
+                if (hq < p->n_holes && p->holes[hq] == col) continue;
                 double v;
-                if ((hq == 0u || p->c.holes[hq - 1u] + h < col) &&
-                    (hq == p->c.n_holes || p->c.holes[hq] > col + h)) {
+                if ((hq == 0u || p->holes[hq - 1u] + h < col) &&
+                    (hq == p->n_holes || p->holes[hq] > col + h)) {
                     const double *x = p->scores;
                     const size_t end =
                         col + h < n_cols ? col + h : n_cols - 1u;
@@ -438,7 +438,7 @@ static int select_exact(pb__window *p, size_t evictable, size_t needed,
     size_t n = keep;
     p->seed_col = SIZE_MAX;
     if (keep > needed) { /* the top is the runner-up */
-        p->seed_col = pb__ring_column_of(p->c.holes, p->c.n_holes, heap[0].rank);
+        p->seed_col = pb__ring_column_of(p->holes, p->n_holes, heap[0].rank);
         heap[0] = heap[--n];
         pb__cand_sift_down(heap, n, 0u);
     }
@@ -455,8 +455,8 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
     const double obs = (double)p->obs_window;
     const size_t h = p->half_kernel;
 #ifndef NDEBUG
-    for (size_t t = 0; t < p->c.n_holes; ++t)
-        assert(p->scores[p->c.holes[t]] == 0.0);
+    for (size_t t = 0; t < p->n_holes; ++t)
+        assert(p->scores[p->holes[t]] == 0.0);
 #endif
 
     if (p->obs_window <= 64u && p->rounded_rows == 0u)
@@ -493,9 +493,9 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
         const size_t lo = i >= h ? i - h : 0u;
         const size_t hi = p->c.kept - 1u - i > h ? i + h : p->c.kept - 1u;
         size_t reach = SIZE_MAX, count = 0;
-        pb__runs it = pb__runs_at(p->c.holes, p->c.n_holes, lo);
+        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
         pb__run run;
-        while (pb__run_next(&it, p->c.holes, p->c.n_holes, hi + 1u, &run))
+        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run))
             for (size_t j = 0; j < run.len; ++j)
                 if (top <= threshold(sums[run.col + j], obs)) {
                     reach = run.rank + j;
@@ -514,9 +514,9 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
         const size_t lo = i >= h ? i - h : 0u;
         const size_t hi = p->c.kept - 1u - i > h ? i + h : p->c.kept - 1u;
         double best = -1.0;
-        pb__runs it = pb__runs_at(p->c.holes, p->c.n_holes, lo);
+        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
         pb__run run;
-        while (pb__run_next(&it, p->c.holes, p->c.n_holes, hi + 1u, &run)) {
+        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run)) {
             for (size_t j = 0; j < run.len; ++j) {
                 if (top > threshold(sums[run.col + j], obs)) continue;
                 const double e = exact_score(p, &cache, run.rank + j);
@@ -551,7 +551,7 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
     }
     assert(w == needed);
     p->seed_col = runner == nc ? SIZE_MAX
-                               : pb__ring_column_of(p->c.holes, p->c.n_holes,
+                               : pb__ring_column_of(p->holes, p->n_holes,
                                                     p->cands[runner].rank);
     return 1;
 }

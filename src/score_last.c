@@ -26,18 +26,47 @@ static unsigned last_update(pb__source *p, const float *attn, size_t n,
     void *t = p->source; /* the new records become the scores */
     p->source = p->source_spare;
     p->source_spare = t;
+    ((pb__last *)(void *)p)->unobserved = 0u; /* every held one observed */
     return 0u;
+}
+
+/* Position 0, held after a reset, has not been observed. */
+static void last_reset(pb__source *p) {
+    ((pb__last *)(void *)p)->unobserved = 1u;
+}
+
+/* Nor has a position just admitted. */
+static void last_admit(pb__source *p) {
+    ((pb__last *)(void *)p)->unobserved += 1u;
+}
+
+/* The door's protection of them (pb__scorer_ops.unobserved). */
+static size_t last_unobserved(const pb_kvcache *p) {
+    return ((const pb__last *)(const void *)p)->unobserved;
 }
 
 /* -1.0 while not observed. */
 static double last_score(const pb__source *p, size_t rank) {
-    if (rank >= p->c.kept - p->c.unobserved) return -1.0;
+    if (rank >= p->c.kept - ((const pb__last *)(const void *)p)->unobserved)
+        return -1.0;
     float f;
     memcpy(&f, (const uint32_t *)p->source + rank, sizeof f);
     return (double)f;
 }
 
-static const pb__source_kind last_kind = {
-    sizeof(uint32_t), 1, 16u, 1, 1, last_update, last_score};
+_Static_assert(sizeof(pb__last) <= PB__STATE_BYTES,
+               "the last scorer's state fits its reserve");
 
-PB__SOURCE_ENTRY(pb__last_ops, "last", last_kind)
+static const pb__source_kind last_kind = {
+    .per = sizeof(uint32_t),
+    .spare = 1,
+    .slack_div = 16u,
+    .protects_unobserved = 1,
+    .self_checks = 1,
+    .update = last_update,
+    .score = last_score,
+    .reset = last_reset,
+    .admit = last_admit,
+};
+
+PB__SOURCE_ENTRY(pb__last_ops, "last", last_kind, last_unobserved)

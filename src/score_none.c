@@ -12,7 +12,6 @@ static double none_score(const pb__source *p, size_t rank) {
     return 0.0;
 }
 
-static const pb__source_kind none_kind = {0u, 0, 0u, 0, 0, NULL,
-                                          none_score};
+static const pb__source_kind none_kind = {.score = none_score};
 
-PB__SOURCE_ENTRY(pb__none_ops, "none", none_kind)
+PB__SOURCE_ENTRY(pb__none_ops, "none", none_kind, NULL)

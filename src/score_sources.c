@@ -63,24 +63,20 @@ void pb__source_reset(pb_kvcache *inst) {
     while (((p->c.capacity - 1u) >> shift) >= PB__BOUND_BLOCKS) ++shift;
     p->bounds_shift = shift;
     p->bounds_ok = 0;
-    p->bar_n = 0u;
     /* No weight is too large to quantise here (nothing is quantised), so
      * the observe's weight check looks for bad weights only. */
     p->c.q_limit_bits = UINT32_MAX;
     p->c.fresh = 1;
     p->least_ok = 0;
     p->least_wanted = 0;
-    p->gap = 0u;
     /* The last scorer checks every step's weights as it reads them, the
      * votes scorer while no vote can saturate (score_votes.c). */
     p->c.self_checks = p->kind->self_checks;
     p->c.kept = 1u;
     p->c.sinks_kept = p->c.cfg.sinks != 0u; /* position 0 */
     p->c.pos[0] = 0u;
-    /* A scorer that spares what it has not observed spares position 0
-     * too. */
-    p->c.unobserved = p->kind->protects_unobserved ? 1u : 0u;
     if (p->per != 0u) memset(p->source, 0, p->per); /* 0.0 or 0 */
+    if (p->kind->reset != NULL) p->kind->reset(p);
 }
 
 /* The evictable ranks [*first, *end) of the instance after pos is
@@ -89,7 +85,7 @@ void pb__source_reset(pb_kvcache *inst) {
 static void range_after(const pb__source *p, uint32_t pos, size_t *first,
                         size_t *end) {
     const size_t kept = p->c.kept + 1u;
-    const size_t window = (size_t)p->c.cfg.params.recent_window;
+    const size_t window = (size_t)p->c.cfg.recent_window;
     size_t recent = window < kept ? window : kept;
     /* After a step with weights only pos is unobserved. */
     if (p->kind->protects_unobserved && recent < 1u) recent = 1u;
@@ -124,8 +120,6 @@ pb_status pb__source_observe(pb_kvcache *inst, uint32_t pos,
         }
         if (kind->update(p, attn, n, lo, hi, &least, find ? &at : NULL))
             return PB_ERR_WEIGHT;
-        /* Every held position is observed now. */
-        p->c.unobserved = 0u;
         if (find) {
             if (end > n && (hi == lo || least != 0u)) {
                 /* The admitted position's score, 0, is the least only if
@@ -147,10 +141,10 @@ pb_status pb__source_observe(pb_kvcache *inst, uint32_t pos,
     else if (p->per == sizeof(uint32_t))
         ((uint32_t *)p->source)[n] = 0u;
     if (p->bounds_ok) bound_zero(p, n);
-    p->c.unobserved += kind->protects_unobserved ? 1u : 0u;
     p->c.pos[n] = pos;
     p->c.kept = n + 1u;
     p->c.sinks_kept += pos < p->c.cfg.sinks;
+    if (kind->admit != NULL) kind->admit(p);
     return PB_OK;
 }
 

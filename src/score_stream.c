@@ -29,7 +29,7 @@ void pb__prefix_rebuild(pb__window *p) {
     const uint32_t upto = p->slot == 0u ? p->obs_window : p->slot;
     pb__runs it = {0, 0, 0};
     pb__run run;
-    while (pb__run_next(&it, p->c.holes, p->c.n_holes, p->c.kept, &run))
+    while (pb__run_next(&it, p->holes, p->n_holes, p->c.kept, &run))
         p->c.k->fold_rows(p->ring, p->row_stride, 0u, upto, run.col, run.len,
                         NULL, p->row_stride - run.col, p->scores + run.col);
     p->prefix_valid = 1;
@@ -56,12 +56,12 @@ void pb__stream_select(pb__window *p, size_t evictable, size_t needed,
         const size_t hi = n - (i0 + m) > h ? i0 + m + h : n;
         if (p->prefix_valid) /* finish the folds the steps began */
             pb__ring_window_scores_range(
-                p->c.k, p->ring, p->row_stride, p->obs_window, p->c.holes,
-                p->c.n_holes, lo, hi - lo, p->scores, p->columns,
+                p->c.k, p->ring, p->row_stride, p->obs_window, p->holes,
+                p->n_holes, lo, hi - lo, p->scores, p->columns,
                 p->slot == 0u ? p->obs_window : p->slot, scores);
         else
             pb__ring_window_scores_range(p->c.k, p->ring, p->row_stride,
-                                         p->obs_window, p->c.holes, p->c.n_holes,
+                                         p->obs_window, p->holes, p->n_holes,
                                          lo, hi - lo, NULL, 0u, 0u, scores);
         pb__window_max_span(p->c.k, scores, hi - lo, h, i0 - lo, m, pooled);
         size_t k = 0;

@@ -40,12 +40,13 @@ static void undo_votes(uint32_t *v, const float *attn, size_t n, float bar) {
 static unsigned votes_update(pb__source *p, const float *attn, size_t n,
                              size_t lo, size_t hi, uint64_t *least,
                              size_t *at) {
+    pb__votes *const vs = (pb__votes *)(void *)p;
     uint32_t *v = p->source;
-    if (p->bar_n != n) { /* a division: not at every step */
-        p->bar = vote_bar(n);
-        p->bar_n = n;
+    if (vs->bar_n != n) { /* a division: not at every step */
+        vs->bar = vote_bar(n);
+        vs->bar_n = n;
     }
-    const float bar = p->bar;
+    const float bar = vs->bar;
     unsigned bad = 0u;
     p->c.k->votes(v, attn, n, bar, &bad);
     if (bad) {
@@ -57,9 +58,9 @@ static unsigned votes_update(pb__source *p, const float *attn, size_t n,
         *least = hi > lo ? pb__source_least_in_bounds(p, n, lo, hi, at, 0)
                          : (uint64_t)UINT32_MAX;
     }
-    if (p->gap < UINT32_MAX) {
-        p->gap += 1u;
-        p->c.self_checks = p->gap < UINT32_MAX;
+    if (vs->gap < UINT32_MAX) {
+        vs->gap += 1u;
+        p->c.self_checks = vs->gap < UINT32_MAX;
     }
     return 0u;
 }
@@ -68,7 +69,21 @@ static double votes_score(const pb__source *p, size_t rank) {
     return (double)((const uint32_t *)p->source)[rank];
 }
 
-static const pb__source_kind votes_kind = {
-    sizeof(uint32_t), 0, 0u, 0, 1, votes_update, votes_score};
+static void votes_reset(pb__source *p) {
+    pb__votes *const vs = (pb__votes *)(void *)p;
+    vs->bar_n = 0u;
+    vs->gap = 0u;
+}
 
-PB__SOURCE_ENTRY(pb__votes_ops, "votes", votes_kind)
+_Static_assert(sizeof(pb__votes) <= PB__STATE_BYTES,
+               "the votes scorer's state fits its reserve");
+
+static const pb__source_kind votes_kind = {
+    .per = sizeof(uint32_t),
+    .self_checks = 1,
+    .update = votes_update,
+    .score = votes_score,
+    .reset = votes_reset,
+};
+
+PB__SOURCE_ENTRY(pb__votes_ops, "votes", votes_kind, NULL)

@@ -44,6 +44,10 @@ typedef struct pb__source_kind {
                        size_t lo, size_t hi, uint64_t *least, size_t *at);
     /* The score pb_kvcache_score reports for held rank `rank`. */
     double (*score)(const pb__source *p, size_t rank);
+    /* The scorer's own part of a reset (after the shared part), and of an
+     * admission (after pos is held); NULL: none. */
+    void (*reset)(pb__source *p);
+    void (*admit)(pb__source *p);
 } pb__source_kind;
 
 struct pb__source {
@@ -63,12 +67,6 @@ struct pb__source {
     size_t source_shift;  /* ranks pos[] and the score arrays have moved up
                              from their starts, at most slack, closing a
                              victim's gap from the shorter side */
-    size_t bar_n;         /* votes: the held count bar is for (0: none
-                             yet) */
-    float bar;            /* votes: the vote's bar for bar_n held
-                             (score_sources.c, vote_bar) */
-    uint32_t gap;         /* votes: steps with weights since reset,
-                             saturating (no vote is above it) */
     size_t *hist;         /* [PB__HIST_BINS] selection histogram, and the
                              cumulative and votes scorers' bounds (which a
                              selection drops); NULL for none */
@@ -96,6 +94,29 @@ struct pb__source {
 static inline pb__source *pb__source_of(pb_kvcache *p) {
     assert(p->ops != &pb__window_ops);
     return (pb__source *)(void *)p;
+}
+
+/* The last scorer's state (score_last.c): the shared part and the
+ * positions it has not observed. Here for the white-box tests. */
+typedef struct pb__last {
+    pb__source s;
+    size_t unobserved;    /* the newest positions protected because no
+                             step has observed them */
+} pb__last;
+
+/* The votes scorer's state (score_votes.c). Here for the white-box
+ * tests. */
+typedef struct pb__votes {
+    pb__source s;
+    size_t bar_n;         /* the held count bar is for (0: none yet) */
+    float bar;            /* the vote's bar for bar_n held (vote_bar) */
+    uint32_t gap;         /* steps with weights since reset, saturating
+                             (no vote is above it) */
+} pb__votes;
+
+static inline pb__votes *pb__votes_of(pb_kvcache *p) {
+    assert(p->ops == &pb__votes_ops);
+    return (pb__votes *)(void *)p;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -245,26 +266,28 @@ void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
                       uint32_t *victims);
 double pb__source_score(const pb_kvcache *p, size_t rank);
 
-/* The table entry `name` of a score source whose kind is `kind` (a static
- * const pb__source_kind of the same file). */
-#define PB__SOURCE_ENTRY(name, label, kind)                                   \
-    static pb_status source_size_##name(const pb__config *cfg,               \
+/* The table entry `entry` of a score source whose kind is `kind` (a static
+ * const pb__source_kind of the same file); `unobserved_fn` is its
+ * pb__scorer_ops.unobserved (NULL: none). */
+#define PB__SOURCE_ENTRY(entry, label, kind, unobserved_fn)                                   \
+    static pb_status source_size_##entry(const pb__config *cfg,               \
                                         size_t *total) {                      \
         return pb__source_size(cfg, &(kind), total);                          \
     }                                                                         \
-    static void source_init_##name(pb_kvcache *p) {                          \
+    static void source_init_##entry(pb_kvcache *p) {                          \
         pb__source_init(p, &(kind));                                          \
     }                                                                         \
-    const pb__scorer_ops name = {label,                                       \
-                                 source_size_##name,                          \
-                                 source_init_##name,                          \
-                                 pb__source_reset,                            \
-                                 NULL,                                        \
-                                 pb__source_observe,                          \
-                                 pb__source_evict,                            \
-                                 pb__source_peek_lowest,                      \
-                                 pb__source_peek_work_bytes,                  \
-                                 pb__source_score,                            \
-                                 0};
+    const pb__scorer_ops entry = {                                             \
+        .name = label,                                                        \
+        .size = source_size_##entry,                                           \
+        .init = source_init_##entry,                                           \
+        .reset = pb__source_reset,                                            \
+        .observe = pb__source_observe,                                        \
+        .evict = pb__source_evict,                                            \
+        .peek_lowest = pb__source_peek_lowest,                                \
+        .peek_work_bytes = pb__source_peek_work_bytes,                        \
+        .score = pb__source_score,                                            \
+        .unobserved = (unobserved_fn),                                        \
+    };
 
 #endif /* PB_SRC_SOURCE_INTERNAL_H */

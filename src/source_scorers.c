@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lowest_select.h"
 #include "source_internal.h"
 
 _Static_assert(sizeof(pb__source) <= PB__STATE_BYTES,
@@ -47,18 +48,16 @@ static pb_status layout_of(const pb__config *cfg, const pb__source_kind *kind,
     const int spare = kind->spare;
     const size_t ranks = capacity + source_slack(kind, capacity);
     memset(out, 0, sizeof *out);
-    size_t cursor = 0, off_state = 0;
-    if (!pb__region(&cursor, PB__STATE_BYTES, &off_state) ||
-        !pb__region(&cursor, ranks * sizeof(uint32_t), &out->off_pos) ||
-        !pb__region(&cursor, ranks * per, &out->off_scores) ||
-        !pb__region(&cursor, spare ? ranks * per : 0u, &out->off_spare) ||
-        !pb__region(&cursor, per ? PB__HIST_BINS * sizeof(size_t) : 0u,
-                    &out->off_hist) ||
-        cursor > SIZE_MAX - (PB__ALIGN - 1u))
-        return PB_ERR_TOO_LARGE;
+    pb__cursor c = {0, 0};
+    const size_t off_state = pb__part(&c, PB__STATE_BYTES);
+    out->off_pos = pb__part(&c, ranks * sizeof(uint32_t));
+    out->off_scores = pb__part(&c, ranks * per);
+    out->off_spare = pb__part(&c, spare ? ranks * per : 0u);
+    out->off_hist = pb__part(&c, per ? PB__HIST_BINS * sizeof(size_t) : 0u);
+    out->total = pb__block_bytes(&c);
+    if (out->total == 0u) return PB_ERR_TOO_LARGE;
     assert(off_state == 0u);
     (void)off_state;
-    out->total = cursor + (PB__ALIGN - 1u);
     return PB_OK;
 }
 
@@ -91,41 +90,25 @@ void pb__source_init(pb_kvcache *inst, const pb__source_kind *kind) {
 /* Peek                                                                     */
 
 /* The k lowest of ranks first .. end-1 by (score, rank), in that order,
- * one pass each: the least pair above the one found before. The keys are
- * the scores' bit patterns (or votes), which order as the scores do; the
- * none scorer's are all 0, so its order is the ranks'. Nothing moves and
- * no scratch is used. */
+ * in one pass (lowest_select.h). The keys are the scores' bit patterns
+ * (or votes), which order as the scores do; the none scorer has none, so
+ * its order is the ranks'. Nothing moves and no scratch is used: the
+ * ranks wait in positions[] until mapped. */
 void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
                             size_t end, size_t k, uint32_t *positions,
                             double *scores, void *work) {
     const pb__source *p = (const pb__source *)(const void *)inst;
     (void)work;
     assert(first <= end && k <= end - first);
-    const int wide = p->per == sizeof(double);
-    uint64_t prev_key = 0u;
-    size_t prev_rank = 0u;
+    if (k == 0u) return;
+    const unsigned width = p->per == sizeof(double) ? 8u
+                           : p->per != 0u           ? 4u
+                                                    : 0u;
+    pb__lowest_ranks(p->source, width, first, end, k, positions);
     for (size_t t = 0; t < k; ++t) {
-        uint64_t best_key = UINT64_MAX;
-        size_t best = end;
-        for (size_t i = first; i < end; ++i) {
-            uint64_t key = 0u;
-            if (wide)
-                memcpy(&key, (const double *)p->source + i, sizeof key);
-            else if (p->per != 0u)
-                key = ((const uint32_t *)p->source)[i];
-            if (t > 0u &&
-                (key < prev_key || (key == prev_key && i <= prev_rank)))
-                continue; /* already taken */
-            if (best == end || key < best_key) {
-                best_key = key;
-                best = i;
-            }
-        }
-        assert(best < end);
-        positions[t] = p->c.pos[best];
-        scores[t] = pb__source_score(inst, best);
-        prev_key = best_key;
-        prev_rank = best;
+        const size_t r = positions[t];
+        positions[t] = p->c.pos[r];
+        scores[t] = pb__source_score(inst, r);
     }
 }
 

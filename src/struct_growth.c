@@ -3,8 +3,10 @@
  * growth rule of docs/abi.md: refuse a struct_size below the first
  * released size, read only what struct_size covers (the defaults for the
  * rest), accept a newer caller's longer struct only if its unknown bytes
- * are zero. It knows no struct's fields; the doors (policy_config.c,
- * profile.c, schedule.c) fill in the defaults and validate the values.
+ * are zero; and its writer for the structs a door fills for its caller.
+ * It knows no struct's fields; the doors (policy_config.c, profile.c,
+ * schedule.c, head_group.c, qk_score.c) fill in the defaults and validate
+ * the values.
  */
 #include <string.h>
 
@@ -26,4 +28,21 @@ pb_status pb__struct_read(const void *user, size_t first_size, size_t known,
     const uint32_t own = (uint32_t)known;
     memcpy(out, &own, sizeof own);
     return PB_OK;
+}
+
+pb_status pb__struct_check_out(const void *user, size_t first_size) {
+    uint32_t claimed;
+    memcpy(&claimed, user, sizeof claimed);
+    return (size_t)claimed < first_size ? PB_ERR_PARAM : PB_OK;
+}
+
+void pb__struct_write(void *user, const void *own, size_t known) {
+    uint32_t claimed;
+    memcpy(&claimed, user, sizeof claimed);
+    const size_t size = (size_t)claimed;
+    unsigned char *out = (unsigned char *)user;
+    const unsigned char *in = (const unsigned char *)own;
+    const size_t n = size < known ? size : known;
+    if (n > sizeof claimed)
+        memcpy(out + sizeof claimed, in + sizeof claimed, n - sizeof claimed);
 }

@@ -2,8 +2,8 @@
  * weight_check.h - the validity test of one attention weight (docs/spec.md
  * section 1, item 2), read from its bits, and the always-inline marker the
  * kernels use. Everything that only checks weights (the attention profile,
- * the head reductions) includes this alone; the engine's headers include it
- * too. Not installed.
+ * the head reductions, the layer group, the layer preference) includes this
+ * alone; the engine's headers include it too. Not installed.
  */
 #ifndef PB_SRC_WEIGHT_CHECK_H
 #define PB_SRC_WEIGHT_CHECK_H
@@ -36,6 +36,15 @@ PB__ALWAYS_INLINE uint32_t pb__weight_bad(float w) {
     uint32_t b;
     memcpy(&b, &w, sizeof b);
     return pb__weight_bad_bits(b);
+}
+
+/* The same rule for a weight held as a double (a layer's preference):
+ * nonzero above the largest finite positive double, -0.0 excepted. */
+PB__ALWAYS_INLINE uint64_t pb__weight_bad_double(double w) {
+    uint64_t b;
+    memcpy(&b, &w, sizeof b);
+    return (uint64_t)(b > UINT64_C(0x7FEFFFFFFFFFFFFF)) &
+           (uint64_t)(b != UINT64_C(0x8000000000000000));
 }
 
 #endif /* PB_SRC_WEIGHT_CHECK_H */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lowest_select.h"
 #include "window_internal.h"
 
 /* Marks columns 0 .. n_cols-1 alive in p->alive except the holes and
@@ -29,8 +30,8 @@ static void mark_alive(pb__window *p, size_t n_cols, const size_t *dead,
     memset(p->alive, 0xFF, words * sizeof *p->alive);
     if (n_cols % 64u != 0u)
         p->alive[words - 1u] = (UINT64_C(1) << (n_cols % 64u)) - 1u;
-    for (size_t t = 0; t < p->c.n_holes; ++t)
-        p->alive[p->c.holes[t] / 64u] &= ~(UINT64_C(1) << (p->c.holes[t] % 64u));
+    for (size_t t = 0; t < p->n_holes; ++t)
+        p->alive[p->holes[t] / 64u] &= ~(UINT64_C(1) << (p->holes[t] % 64u));
     for (size_t t = 0; t < n_dead; ++t)
         p->alive[dead[t] / 64u] &= ~(UINT64_C(1) << (dead[t] % 64u));
 }
@@ -43,7 +44,7 @@ static void compact_all(pb__window *p, size_t n_cols, int with_sums) {
     pb__compact_columns(p->c.pos, sizeof *p->c.pos, p->alive, n_cols);
     if (with_sums)
         pb__compact_columns(p->scores, sizeof *p->scores, p->alive, n_cols);
-    p->c.n_holes = 0u;
+    p->n_holes = 0u;
     /* The columns given up are stale. Zero them while their lines are at
      * hand when they are few (the usual, cheap evicts); after a big evict
      * just forget which columns were zero. */
@@ -73,21 +74,21 @@ static void drop_ranks(pb__window *p, const size_t *ranks, size_t k,
     const size_t allowed =
         p->sums_valid && p->lazy_ok && half < p->max_holes ? half
                                                            : p->max_holes;
-    const int compact_due = p->c.n_holes + k > allowed || long_gap;
+    const int compact_due = p->n_holes + k > allowed || long_gap;
     const size_t room = pb__lazy_room(p->c.capacity);
     /* A lazy state gains holes until a compaction is due, while the old
      * layout stays within the ring (n_holes + n_lazy <= room) and the
      * newest column stays held (a trimmed hole would leave a stale cell
      * in a different column of each layout). */
     if (p->n_lazy > 0u &&
-        (compact_due || p->c.n_holes + k + p->n_lazy > room ||
+        (compact_due || p->n_holes + k + p->n_lazy > room ||
          ranks[k - 1u] + 1u == p->c.kept))
         pb__window_finish_lazy(p);
     for (size_t t = 0; t < k; ++t) {
-        cols[t] = pb__ring_column_of(p->c.holes, p->c.n_holes, ranks[t]);
+        cols[t] = pb__ring_column_of(p->holes, p->n_holes, ranks[t]);
         victims[t] = p->c.pos[cols[t]];
     }
-    const size_t n_cols = p->c.kept + p->c.n_holes;
+    const size_t n_cols = p->c.kept + p->n_holes;
     p->c.kept -= k;
 
     /* When a compaction is due, compact pos[] (and the sums) now and let
@@ -99,25 +100,25 @@ static void drop_ranks(pb__window *p, const size_t *ranks, size_t k,
      * be tracked, compact everything now. */
     if (compact_due && p->lazy_ok && !p->prefix_valid &&
         (long_gap ? !p->sums_valid : p->sums_valid) &&
-        p->c.n_holes + k <= room) {
+        p->n_holes + k <= room) {
         mark_alive(p, n_cols, cols, k);
         pb__compact_columns(p->c.pos, sizeof *p->c.pos, p->alive, n_cols);
         if (p->sums_valid)
             pb__compact_columns(p->scores, sizeof *p->scores, p->alive,
                                 n_cols);
-        size_t a = p->c.n_holes, b = k, out = p->c.n_holes + k;
+        size_t a = p->n_holes, b = k, out = p->n_holes + k;
         while (b > 0u) { /* lazy_holes = holes + cols, sorted */
-            if (a > 0u && p->c.holes[a - 1u] > cols[b - 1u])
-                p->lazy_holes[--out] = p->c.holes[--a];
+            if (a > 0u && p->holes[a - 1u] > cols[b - 1u])
+                p->lazy_holes[--out] = p->holes[--a];
             else
                 p->lazy_holes[--out] = cols[--b];
         }
         while (a > 0u) {
             --a;
-            p->lazy_holes[a] = p->c.holes[a];
+            p->lazy_holes[a] = p->holes[a];
         }
-        p->n_lazy = p->c.n_holes + k;
-        p->c.n_holes = 0u;
+        p->n_lazy = p->n_holes + k;
+        p->n_holes = 0u;
         p->dense_rows = 0u;
         p->last_path = filtered ? PB__PATH_FILTERED_COMPACTED
                                 : PB__PATH_STREAMED_COMPACTED;
@@ -135,21 +136,21 @@ static void drop_ranks(pb__window *p, const size_t *ranks, size_t k,
     if (p->sums_valid)
         for (size_t t = 0; t < k; ++t) p->scores[cols[t]] = 0.0;
     /* Merge the new dead columns into the sorted holes, from the back. */
-    size_t a = p->c.n_holes, b = k, out = p->c.n_holes + k;
+    size_t a = p->n_holes, b = k, out = p->n_holes + k;
     while (b > 0u) {
-        if (a > 0u && p->c.holes[a - 1u] > cols[b - 1u])
-            p->c.holes[--out] = p->c.holes[--a];
+        if (a > 0u && p->holes[a - 1u] > cols[b - 1u])
+            p->holes[--out] = p->holes[--a];
         else
-            p->c.holes[--out] = cols[--b];
+            p->holes[--out] = cols[--b];
     }
-    p->c.n_holes += k;
+    p->n_holes += k;
     /* Holes after the last held column are no holes: the next position is
      * admitted there. Trimming them also keeps pos[] ascending, as a new
      * position may be below a dropped newest one. */
-    while (p->c.n_holes > 0u &&
-           p->c.holes[p->c.n_holes - 1u] == p->c.kept + p->c.n_holes - 1u) {
-        p->c.n_holes -= 1u;
-        p->zero_upto = p->c.kept + p->c.n_holes; /* that column is stale */
+    while (p->n_holes > 0u &&
+           p->holes[p->n_holes - 1u] == p->c.kept + p->n_holes - 1u) {
+        p->n_holes -= 1u;
+        p->zero_upto = p->c.kept + p->n_holes; /* that column is stale */
     }
     p->last_path = filtered ? PB__PATH_FILTERED : PB__PATH_STREAMED;
 }
@@ -162,9 +163,9 @@ static void evict_full(pb__window *p, size_t first, size_t end,
     const size_t n = p->c.kept;
     double *x = p->scores; /* scratch by rank: the sums are dropped */
     pb__ring_window_scores(p->c.k, p->ring, p->row_stride, p->obs_window, n,
-                           p->c.holes, p->c.n_holes, x);
+                           p->holes, p->n_holes, x);
     if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
-        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.params.pool_kernel, p->work,
+        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.pool_kernel, p->work,
                      p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, p->work, p->work_bytes);
@@ -175,13 +176,13 @@ static void evict_full(pb__window *p, size_t first, size_t end,
 
     /* One pass: report victims in rank (= position) order and mark the
      * surviving columns (holes stay unmarked). */
-    const size_t n_cols = n + p->c.n_holes;
+    const size_t n_cols = n + p->n_holes;
     const size_t words = (n_cols + 63u) / 64u;
     memset(p->alive, 0, words * sizeof *p->alive);
     size_t nv = 0;
     pb__runs it = {0, 0, 0};
     pb__run run;
-    while (pb__run_next(&it, p->c.holes, p->c.n_holes, n, &run)) {
+    while (pb__run_next(&it, p->holes, p->n_holes, n, &run)) {
         for (size_t j = 0; j < run.len; ++j) {
             const size_t i = run.rank + j, col = run.col + j;
             if (i >= first && i < end &&
@@ -276,9 +277,10 @@ size_t pb__window_peek_work_bytes(const pb_kvcache *inst) {
 }
 
 /* The pooled window scores of every held rank, as the full path computes
- * them (one column at a time, through either layout of the lazy state:
- * the same bits as the folds of the full path), into the caller's work
- * area; then the k least (score, rank) pairs, one pass each. */
+ * them (all columns folded at once; through either layout of the lazy
+ * state one column at a time: the same bits), into the caller's work
+ * area; then the k least (score, rank) pairs in one pass
+ * (lowest_select.h), their ranks held in positions[] until mapped. */
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                             size_t k, uint32_t *positions, double *scores,
                             void *work) {
@@ -287,38 +289,29 @@ void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
     assert(first <= end && end <= n && k <= end - first);
     double *x = work;
     void *pool_work = p->work_bytes ? (void *)(x + p->c.capacity) : NULL;
-    pb__runs it = {0, 0, 0};
-    pb__run run;
-    while (pb__run_next(&it, p->c.holes, p->c.n_holes, n, &run))
-        for (size_t j = 0; j < run.len; ++j)
-            x[run.rank + j] = pb__ring_window_score(
-                p->ring, p->row_stride, p->obs_window, run.col + j,
-                p->lazy_holes, p->n_lazy, p->dense_rows);
+    if (p->n_lazy == 0u) {
+        pb__ring_window_scores(p->c.k, p->ring, p->row_stride, p->obs_window,
+                               n, p->holes, p->n_holes, x);
+    } else {
+        pb__runs it = {0, 0, 0};
+        pb__run run;
+        while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
+            for (size_t j = 0; j < run.len; ++j)
+                x[run.rank + j] = pb__ring_window_score(
+                    p->ring, p->row_stride, p->obs_window, run.col + j,
+                    p->lazy_holes, p->n_lazy, p->dense_rows);
+    }
     if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
-        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.params.pool_kernel,
+        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.pool_kernel,
                      pool_work, p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, pool_work, p->work_bytes);
-    uint64_t prev_key = 0u;
-    size_t prev_rank = 0u;
+    if (k == 0u) return;
+    pb__lowest_ranks(x, 8u, first, end, k, positions);
     for (size_t t = 0; t < k; ++t) {
-        uint64_t best_key = UINT64_MAX;
-        size_t best = end;
-        for (size_t i = first; i < end; ++i) {
-            const uint64_t key = pb__key_bits(x[i]);
-            if (t > 0u &&
-                (key < prev_key || (key == prev_key && i <= prev_rank)))
-                continue; /* already taken */
-            if (best == end || key < best_key) {
-                best_key = key;
-                best = i;
-            }
-        }
-        assert(best < end);
-        positions[t] = p->c.pos[pb__ring_column_of(p->c.holes, p->c.n_holes,
-                                                   best)];
-        scores[t] = x[best];
-        prev_key = best_key;
-        prev_rank = best;
+        const size_t r = positions[t];
+        scores[t] = x[r];
+        positions[t] =
+            p->c.pos[pb__ring_column_of(p->holes, p->n_holes, r)];
     }
 }

@@ -54,17 +54,17 @@
  * rewritten (pb__window_finish_lazy). The lazy state never has prefix folds, and has
  * no hole unless the sums are kept (or were when the hole came).
  *
- * Doors other than the scorer's own (the prefill door) may write pos, kept, slot
- * and the ring directly, but only on an instance fresh from create or reset
- * (no holes, not lazy, sums_valid and prefix_valid 0, zero_upto 1), and
- * they must leave n_holes and n_lazy at 0, sums_valid and prefix_valid at
- * 0 and zero_upto at most kept; the engine rebuilds its sums or prefix
- * folds when it next wants them.
+ * The prefill entry (window_prefill.c) writes pos, kept, slot and the ring
+ * directly, on an instance fresh from create or reset only (no holes, not
+ * lazy, sums_valid and prefix_valid 0, zero_upto 1), and leaves n_holes
+ * and n_lazy at 0, sums_valid and prefix_valid at 0 and zero_upto at most
+ * kept; the engine rebuilds its sums or prefix folds when it next wants
+ * them.
  */
 typedef struct pb__window {
     pb_kvcache c;         /* the common part (first: an instance is this) */
     uint32_t slot;        /* ring slot the next observed step writes */
-    uint32_t obs_window;  /* cfg.params.obs_window */
+    uint32_t obs_window;  /* cfg.obs_window */
     unsigned last_path;   /* how the last evict that chose victims went, a
                              pb__path (read by white-box tests only) */
     size_t half_kernel;   /* (pool_kernel - 1) / 2 */
@@ -79,7 +79,9 @@ typedef struct pb__window {
     size_t columns;       /* capacity + max_holes: length of pos[], scores[] */
     uint64_t *alive;      /* [ceil(row_stride / 64)] evict scratch:
                              surviving columns */
-    size_t max_holes;     /* room of c.holes[] */
+    size_t *holes;        /* dead columns of c.pos[], ascending */
+    size_t n_holes;
+    size_t max_holes;     /* room of holes[] */
     size_t *lazy_holes;   /* [pb__lazy_room(capacity)] dead
                              columns of the rows not yet rewritten,
                              ascending; n_lazy > 0 only in the lazy state */
@@ -144,25 +146,6 @@ static inline const pb__window *pb__window_of_const(const pb_kvcache *p) {
     return p->ops == &pb__window_ops ? (const pb__window *)(const void *)p
                                      : NULL;
 }
-
-/* The scratch the prefill door needs for a prompt of `len` positions, in
- * three parts laid out in this order: one double per position (window,
- * then pooled scores), a pooling scratch of pb__pool_work_bytes(kernel,
- * len) only when the instance's own (work_bytes) is smaller, and one double
- * per four positions for the candidates of the narrowed selection.
- * pb_kvcache_prefill_workspace_size reports the total, and create reserves
- * it (rounded up to a whole line) for options.prefill_max_len; the parts
- * only grow with len, so the reservation serves every shorter prompt. */
-typedef struct pb__prefill_scratch {
-    size_t score_bytes, pool_bytes, cand_bytes;
-    size_t total;
-} pb__prefill_scratch;
-
-/* Fills *out for this kernel, instance pooling scratch and len. PB_OK, or
- * PB_ERR_TOO_LARGE if len is above UINT32_MAX or a size does not fit in
- * size_t. Pure. */
-pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
-                                 size_t len, pb__prefill_scratch *out);
 
 /* The sizes and offsets (from the aligned start) of an instance's block. */
 typedef struct pb__layout {
@@ -382,10 +365,22 @@ void pb__window_finish_lazy(pb__window *p);
 void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
                       size_t needed, uint32_t *victims);
 
+/* Its prefill entry (pb__scorer_ops.prefill, prefill_workspace;
+ * window_prefill.c). */
+pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
+                             size_t *n_kept);
+pb_status pb__window_prefill_workspace(const pb_kvcache *inst, size_t len,
+                                       size_t *bytes);
+
 /* Its peek (pb__scorer_ops.peek_lowest) and the scratch it needs. */
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                             size_t k, uint32_t *positions, double *scores,
                             void *work);
 size_t pb__window_peek_work_bytes(const pb_kvcache *inst);
+
+/* Its lowest entry (pb__scorer_ops.lowest, window_lowest.c): the peek's
+ * answer through the filter when the kept sums allow it. */
+void pb__window_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
+                       uint32_t *positions, double *scores, void *work);
 
 #endif /* PB_SRC_WINDOW_INTERNAL_H */

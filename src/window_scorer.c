@@ -39,20 +39,6 @@ static int mul_ok(size_t *a, size_t b) {
     return 1;
 }
 
-pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
-                                 size_t len, pb__prefill_scratch *out) {
-    /* pb__pool_work_bytes is exact for len < SIZE_MAX / 16; the three parts
-     * then add up without overflow. */
-    if ((uint64_t)len > (uint64_t)UINT32_MAX || len > SIZE_MAX / 32u)
-        return PB_ERR_TOO_LARGE;
-    const size_t pool = pb__pool_work_bytes(pool_kernel, len);
-    out->score_bytes = len * sizeof(double);
-    out->pool_bytes = work_bytes >= pool ? 0u : pool;
-    out->cand_bytes = (len / 4u) * sizeof(double);
-    out->total = out->score_bytes + out->pool_bytes + out->cand_bytes;
-    return PB_OK;
-}
-
 /* Dead columns tolerated before a cheap evict compacts: 1/64 of the
  * capacity (1.2 bytes per position at obs_window 16, besides the ring's
  * columns), so the compaction, which moves every ring row, pos[] and the
@@ -77,7 +63,7 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
      * the lazy state's old layout at most pb__lazy_room(capacity). */
     const size_t columns = capacity + max_holes;
     const size_t ring_columns = capacity + pb__lazy_room(capacity);
-    const size_t obs = (size_t)cfg->params.obs_window;
+    const size_t obs = (size_t)cfg->obs_window;
     const size_t floats_per_line = PB__ALIGN / sizeof(float);
 
     size_t row_stride = (ring_columns + floats_per_line - 1u) &
@@ -90,9 +76,9 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
     size_t cand_bytes = PB__FILTER_MAX_CANDIDATES;
     size_t heap_bytes = PB__FILTER_MAX_NEEDED;
     const size_t work_bytes =
-        pb__pool_work_bytes(cfg->params.pool_kernel, capacity);
+        pb__pool_work_bytes(cfg->pool_kernel, capacity);
     pb__prefill_scratch prefill;
-    if (pb__prefill_scratch_of(cfg->params.pool_kernel, work_bytes,
+    if (pb__prefill_scratch_of(cfg->pool_kernel, work_bytes,
                                (size_t)cfg->prefill_max_len,
                                &prefill) != PB_OK)
         return PB_ERR_TOO_LARGE;
@@ -114,19 +100,19 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
     const size_t select_bytes = hist_bytes > cand_bytes + heap_bytes
                                     ? hist_bytes
                                     : cand_bytes + heap_bytes;
-    size_t cursor = 0, off_struct = 0;
-    if (!pb__region(&cursor, PB__STATE_BYTES, &off_struct) ||
-        !pb__region(&cursor, pos_bytes, &out->off_pos) ||
-        !pb__region(&cursor, ring_bytes, &out->off_ring) ||
-        !pb__region(&cursor, score_bytes, &out->off_scores) ||
-        !pb__region(&cursor, alive_bytes, &out->off_alive) ||
-        !pb__region(&cursor, hole_bytes, &out->off_holes) ||
-        !pb__region(&cursor, lazy_bytes, &out->off_lazy) ||
-        !pb__region(&cursor, work_bytes, &out->off_work) ||
-        !pb__region(&cursor, select_bytes, &out->off_hist) ||
-        !pb__region(&cursor, prefill_bytes, &out->off_prefill) ||
-        cursor > SIZE_MAX - (PB__ALIGN - 1u))
-        return PB_ERR_TOO_LARGE;
+    pb__cursor c = {0, 0};
+    const size_t off_struct = pb__part(&c, PB__STATE_BYTES);
+    out->off_pos = pb__part(&c, pos_bytes);
+    out->off_ring = pb__part(&c, ring_bytes);
+    out->off_scores = pb__part(&c, score_bytes);
+    out->off_alive = pb__part(&c, alive_bytes);
+    out->off_holes = pb__part(&c, hole_bytes);
+    out->off_lazy = pb__part(&c, lazy_bytes);
+    out->off_work = pb__part(&c, work_bytes);
+    out->off_hist = pb__part(&c, select_bytes);
+    out->off_prefill = pb__part(&c, prefill_bytes);
+    const size_t total = pb__block_bytes(&c);
+    if (total == 0u) return PB_ERR_TOO_LARGE;
     assert(off_struct == 0u);
     (void)off_struct;
     out->off_cands = out->off_hist;
@@ -135,10 +121,10 @@ pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
     out->max_holes = max_holes;
     out->work_bytes = work_bytes;
     out->prefill_bytes = prefill_bytes;
-    out->span = cursor;
+    out->span = c.at;
     /* The allocator's alignment is unknown: ask for enough to start on a
      * line wherever the block lands. */
-    out->total = cursor + (PB__ALIGN - 1u);
+    out->total = total;
     return PB_OK;
 }
 
@@ -157,7 +143,7 @@ static void reset_state(pb__window *p) {
     p->c.kept = 1u;
     p->c.sinks_kept = p->c.cfg.sinks != 0u; /* position 0 */
     p->slot = 0u;
-    p->c.n_holes = 0u;
+    p->n_holes = 0u;
     p->prefix_valid = 0;
     p->n_lazy = 0u;
     p->dense_rows = 0u;
@@ -186,14 +172,14 @@ static void window_init(pb_kvcache *inst) {
     assert(st == PB_OK); /* create sized the block by the same layout */
     (void)st;
     unsigned char *base = (unsigned char *)(void *)p;
-    p->obs_window = cfg.params.obs_window;
-    p->half_kernel = (size_t)(cfg.params.pool_kernel - 1u) / 2u;
+    p->obs_window = cfg.obs_window;
+    p->half_kernel = (size_t)(cfg.pool_kernel - 1u) / 2u;
     p->row_stride = layout.row_stride;
     p->c.pos = (uint32_t *)(void *)(base + layout.off_pos);
     p->ring = (float *)(void *)(base + layout.off_ring);
     p->scores = (double *)(void *)(base + layout.off_scores);
     p->alive = (uint64_t *)(void *)(base + layout.off_alive);
-    p->c.holes = (size_t *)(void *)(base + layout.off_holes);
+    p->holes = (size_t *)(void *)(base + layout.off_holes);
     p->lazy_holes = (size_t *)(void *)(base + layout.off_lazy);
     p->lazy_ok = p->obs_window <= 64u;
     p->max_holes = layout.max_holes;
@@ -236,7 +222,7 @@ static int streamed_rows(const pb__window *p) {
  * layout is forgotten. */
 static void mark_row_dense(pb__window *p) {
     float *row = p->ring + (size_t)p->slot * p->row_stride;
-    memset(row + p->c.kept + p->c.n_holes, 0, p->n_lazy * sizeof *row);
+    memset(row + p->c.kept + p->n_holes, 0, p->n_lazy * sizeof *row);
     p->dense_rows |= UINT64_C(1) << p->slot;
     const uint64_t all = p->obs_window == 64u
                              ? ~UINT64_C(0)
@@ -249,7 +235,7 @@ static void mark_row_dense(pb__window *p) {
 
 void pb__window_finish_lazy(pb__window *p) {
     if (p->n_lazy == 0u) return;
-    const size_t n_new = p->c.kept + p->c.n_holes;
+    const size_t n_new = p->c.kept + p->n_holes;
     for (uint32_t s = 0; s < p->obs_window; ++s) {
         if ((p->dense_rows >> s) & 1u) continue;
         float *row = p->ring + (size_t)s * p->row_stride;
@@ -276,7 +262,7 @@ static pb_status window_observe(pb_kvcache *inst, uint32_t pos,
         /* The lazy state's rows are rewritten as they come (with the sums,
          * or as one copy when nothing else is kept and no hole has come
          * since it began); any other step ends it first. */
-        if (p->n_lazy > 0u && !sums && (p->sums_valid || p->c.n_holes > 0u))
+        if (p->n_lazy > 0u && !sums && (p->sums_valid || p->n_holes > 0u))
             pb__window_finish_lazy(p);
         if (p->n_lazy > 0u && !sums) {
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
@@ -291,24 +277,24 @@ static pb_status window_observe(pb_kvcache *inst, uint32_t pos,
             if (moved)
                 pb__ring_move_row(p->ring + (size_t)p->slot * p->row_stride,
                                   p->lazy_holes, p->n_lazy,
-                                  p->c.kept + p->c.n_holes);
+                                  p->c.kept + p->n_holes);
             pb__filter_store_row(p, attn, attn_len);
             if (moved) mark_row_dense(p);
         } else {
             /* A row the prefix folds read next is kept in the caches. */
             pb__ring_store_row(p->ring, p->row_stride, p->slot, attn,
-                               attn_len, p->c.holes, p->c.n_holes,
+                               attn_len, p->holes, p->n_holes,
                                streamed_rows(p) && !p->prefix_valid);
             p->sums_valid = 0;
             if (p->prefix_valid)
                 p->c.k->prefix_add(p->ring + (size_t)p->slot * p->row_stride,
-                                 p->scores, p->c.holes, p->c.n_holes, attn_len,
+                                 p->scores, p->holes, p->n_holes, attn_len,
                                  p->slot == 0u);
         }
         p->slot = p->slot + 1u == p->obs_window ? 0u : p->slot + 1u;
         if (p->gap < UINT32_MAX) p->gap += 1u;
     }
-    const size_t at = p->c.kept + p->c.n_holes; /* in pos[] and the sums */
+    const size_t at = p->c.kept + p->n_holes; /* in pos[] and the sums */
     p->c.pos[at] = pos;
     p->scores[at] = 0.0; /* the sum of a new position, if kept */
     const size_t col = at + p->n_lazy; /* in the rows of the old layout */
@@ -335,8 +321,26 @@ static double window_score(const pb_kvcache *inst, size_t col) {
                                  p->lazy_holes, p->n_lazy, p->dense_rows);
 }
 
+static pb__holes window_holes(const pb_kvcache *inst) {
+    const pb__window *p = (const pb__window *)(const void *)inst;
+    const pb__holes h = {p->holes, p->n_holes};
+    return h;
+}
+
 const pb__scorer_ops pb__window_ops = {
-    "window",          window_size,           window_init,
-    window_reset,      window_next_row,       window_observe,
-    pb__window_evict,  pb__window_peek_lowest, pb__window_peek_work_bytes,
-    window_score,      1};
+    .name = "window",
+    .size = window_size,
+    .init = window_init,
+    .reset = window_reset,
+    .next_row = window_next_row,
+    .observe = window_observe,
+    .evict = pb__window_evict,
+    .peek_lowest = pb__window_peek_lowest,
+    .peek_work_bytes = pb__window_peek_work_bytes,
+    .lowest = pb__window_lowest,
+    .score = window_score,
+    .window = 1,
+    .holes = window_holes,
+    .prefill = pb__window_prefill,
+    .prefill_workspace = pb__window_prefill_workspace,
+};

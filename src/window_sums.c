@@ -47,18 +47,18 @@ int pb__filter_rebuild(pb__window *p) {
     const size_t n = p->c.kept;
     pb__runs it = {0, 0, 0};
     pb__run run;
-    while (pb__run_next(&it, p->c.holes, p->c.n_holes, n, &run))
+    while (pb__run_next(&it, p->holes, p->n_holes, n, &run))
         memset(sums + run.col, 0, run.len * sizeof *sums);
     /* A hole's sum is 0 while the sums are kept: the scan's bound reads
      * it (see window_max_at). */
-    for (size_t t = 0; t < p->c.n_holes; ++t) sums[p->c.holes[t]] = 0.0;
+    for (size_t t = 0; t < p->n_holes; ++t) sums[p->holes[t]] = 0.0;
     unsigned big = 0u;
     p->rounded_rows = 0u;
     for (uint32_t s = 0; s < p->obs_window; ++s) {
         const float *row = p->ring + (size_t)s * p->row_stride;
         pb__runs rit = {0, 0, 0};
         unsigned rounded = 0u;
-        while (pb__run_next(&rit, p->c.holes, p->c.n_holes, n, &run))
+        while (pb__run_next(&rit, p->holes, p->n_holes, n, &run))
             big |= p->c.k->quantise_add(row + run.col, sums + run.col, run.len,
                                       p->q_scale, p->c.q_limit_bits, &rounded);
         if (rounded && s < 64u) p->rounded_rows |= UINT64_C(1) << s;
@@ -71,7 +71,7 @@ void pb__filter_store_row(pb__window *p, const float *weights, size_t n) {
      * weights' alone (a dropped column's cells are held no more). */
     const unsigned rounded =
         p->c.k->store_sums(p->ring + (size_t)p->slot * p->row_stride, weights,
-                         p->scores, p->c.holes, p->c.n_holes, n, p->q_scale);
+                         p->scores, p->holes, p->n_holes, n, p->q_scale);
     if (p->slot < 64u) {
         const uint64_t bit = UINT64_C(1) << p->slot;
         p->rounded_rows = rounded ? p->rounded_rows | bit

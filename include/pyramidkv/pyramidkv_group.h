@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "pyramidkv/pyramidkv_runtime.h" /* pb_qk */
 
 #ifdef __cplusplus
 extern "C" {
@@ -204,6 +205,29 @@ PB_API pb_status pb_kvcache_group_evict(pb_kvcache_group *group,
                                         uint64_t budget, uint32_t *victims,
                                         size_t victims_cap, size_t *counts,
                                         size_t counts_len, size_t *n_victims);
+
+/* One decode step for every head scored from the token's queries and the
+ * heads' keys, as pb_qk_observe does for one instance: for KV head h,
+ * pb_qk_attention of one row with queries q + h * q_kv_stride (its
+ * qk->group query heads q_head_stride floats apart) over the n_keys[h]
+ * keys at k[h] (element i * k_stride: head h's held positions in the held
+ * order, optionally followed by the new token's own key, n_keys[h] =
+ * held + 1, which takes part in the softmax and is not observed); then
+ * pb_kvcache_group_observe(group, pos, the rows). One scorer (its shape:
+ * head_dim, group, key type; max_keys at least each n_keys[h]) serves
+ * every head. The rows live in the group's own scratch: no allocation.
+ *
+ * Returns PB_OK; PB_ERR_NULL if qk, group, q, k, n_keys or a k[h] is
+ * NULL; PB_ERR_LENGTH if an n_keys[h] is neither head h's held count nor
+ * one more; then, head by head, pb_qk_attention's statuses (PB_ERR_PARAM,
+ * PB_ERR_WEIGHT for a query or key element that is NaN or infinite); then
+ * pb_kvcache_group_observe's (PB_ERR_POSITION, PB_ERR_FULL). On error
+ * every head is unchanged. Not thread-safe on one scorer or one group. */
+PB_API pb_status pb_qk_group_observe(pb_qk *qk, pb_kvcache_group *group,
+                                     uint32_t pos, const float *q,
+                                     size_t q_kv_stride, size_t q_head_stride,
+                                     const void *const *k, size_t k_stride,
+                                     const size_t *n_keys);
 
 /* The exact bytes of workspace pb_kvcache_group_prefill needs for a prompt
  * of len positions: 16 x H x len (the candidates), 16 x len (one head's

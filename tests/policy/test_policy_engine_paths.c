@@ -410,7 +410,7 @@ static void run_decode(unsigned long seed) {
                                  wf->obs_window <= 64u &&
                                  wf->rounded_rows == 0u;
         const size_t lazy_before = wf->n_lazy;
-        const size_t holes_before = t.fast->n_holes;
+        const size_t holes_before = wf->n_holes;
         const uint32_t gap_before = wf->gap; /* <= 8: no long gap */
         const int prefix_before = wf->prefix_valid;
         /* The filtered scan's guessed bound is only a hint: one far too
@@ -451,7 +451,7 @@ static void run_decode(unsigned long seed) {
             wf->last_path == PB__PATH_FILTERED_COMPACTED &&
             holes_before + nc <= wf->max_holes)
             ++half_compactions;
-        if (wf->n_lazy > 0u && t.fast->n_holes > 0u) {
+        if (wf->n_lazy > 0u && wf->n_holes > 0u) {
             ++lazy_with_holes;
             assert_true(wf->sums_valid);
         }

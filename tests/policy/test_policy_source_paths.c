@@ -288,7 +288,7 @@ static void run_scenario(unsigned long seed) {
     const int votes_checked_first =
         c.scorer == PB_SCORER_VOTES && seed % 3u == 0u;
     if (votes_checked_first) {
-        S->gap = UINT32_MAX;
+        pb__votes_of(p)->gap = UINT32_MAX;
         p->self_checks = 0;
     }
     /* The cumulative and votes scorers' bounds over blocks of 2, 4, 8 or
@@ -314,7 +314,7 @@ static void run_scenario(unsigned long seed) {
         if (pbt_below(&r, 400) == 0) { /* now and then a reset */
             assert_int_equal(pb_kvcache_reset(p), PB_OK);
             if (votes_checked_first) {
-                S->gap = UINT32_MAX;
+                pb__votes_of(p)->gap = UINT32_MAX;
                 p->self_checks = 0;
             }
             if (small_blocks) S->bounds_shift = small_blocks;
@@ -378,7 +378,10 @@ static void run_scenario(unsigned long seed) {
             const size_t kept = ref.kept;
             const size_t window = c.recent_window;
             size_t recent = window < kept ? window : kept;
-            if (p->unobserved > recent) recent = p->unobserved;
+            if (c.scorer == PB_SCORER_LAST) {
+                const size_t u = ((const pb__last *)(const void *)p)->unobserved;
+                if (u > recent) recent = u;
+            }
             const size_t end = kept - recent;
             const size_t sinks = ref_sink_count(&ref);
             assert_int_equal(S->least_first, sinks < end ? sinks : end);

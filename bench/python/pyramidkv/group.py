@@ -131,7 +131,13 @@ class Group(_Owned):
         self._lens = np.empty(self.num_heads, dtype=np.uintp)
         self._lens_addr = self._lens.ctypes.data
         self._observe = lib().pb_kvcache_group_observe
+        self._evict = lib().pb_kvcache_group_evict
         self._n = _lib.size_t(0)
+        self._n_ref = ctypes.byref(self._n)
+        # evict's fixed arguments, resolved once
+        self._evict_args = (self._victims.ctypes.data, self._victims.size,
+                            self._counts.ctypes.data, self._counts.size,
+                            self._n_ref)
         self.heads = [_HeadView(self, lib().pb_kvcache_group_head(self._h, i))
                       for i in range(self.num_heads)]
 
@@ -198,18 +204,24 @@ class Group(_Owned):
         """pb_kvcache_group_evict: the layer down to min(budget,
         layer_total) held together; returns each head's victims (a list of
         uint32 arrays, ascending)."""
-        b = int(budget)
+        b = budget if budget.__class__ is int else int(budget)
         if b != budget or not 0 <= b <= UINT64_MAX:
             raise ValueError("budget must be an integer in 0 .. 2^64-1")
         with self._lock:
-            check(lib().pb_kvcache_group_evict(
-                self._handle(), b, self._victims.ctypes.data,
-                self._victims.size, self._counts.ctypes.data,
-                self._counts.size, ctypes.byref(self._n)),
-                "pb_kvcache_group_evict")
-            ends = np.cumsum(self._counts)
-            v = self._victims[:int(self._n.value)].copy()
-        return np.split(v, ends[:-1].astype(np.intp))
+            st = self._evict(self._handle(), b, *self._evict_args)
+            if st:
+                raise PyramidKVError(st, "pb_kvcache_group_evict")
+            n = self._n.value
+            v = self._victims[:n].copy()
+            counts = self._counts.tolist()
+        # one view per head (a Python loop over H ints is cheaper than
+        # cumsum + split for a layer's few heads)
+        out = []
+        at = 0
+        for c in counts:
+            out.append(v[at:at + c])
+            at += c
+        return out
 
     def prefill_workspace_size(self, length):
         n = _lib.size_t(0)
