@@ -94,7 +94,7 @@ int main(int argc, char **argv)
     }
     for (size_t s = 0; s < n_slots; s++)
         if (pkm_slot_init(&full[s], len, mc->head_dim) != 0) goto done;
-    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g};
+    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g, 2u};
     if (pb_tr_writer_open(out, &shape, &w, err, sizeof err) != 0) {
         fprintf(stderr, "model_trace: %s\n", err);
         goto done;

@@ -67,7 +67,7 @@ static void make_rows(void) {
 
 static void write_trace(const char *path) {
     char err[256];
-    const pb_tr_shape shape = {LAYERS, HEADS, 1u};
+    const pb_tr_shape shape = {LAYERS, HEADS, 1u, 1u};
     pb_tr_writer *w = NULL;
     assert_int_equal(pb_tr_writer_open(path, &shape, &w, err, sizeof err), 0);
     for (uint32_t p = 0; p < PROMPTS; ++p)

@@ -131,11 +131,11 @@ static void malformed_files(void **state) {
     expect_refused("tc_bad.trace", "not a pyramidkv trace (bad magic)");
 
     memcpy(buf, good, n);
-    put32(buf + 8, 2u);
+    put32(buf + 8, 3u);
     put32(buf + 36, pb_tr_crc32(0u, buf, 36u));
     spit("tc_bad.trace", buf, n);
-    expect_refused("tc_bad.trace",
-                   "unsupported trace version 2 (this reader reads version 1)");
+    expect_refused("tc_bad.trace", "unsupported trace version 3 (this reader "
+                                   "reads versions 1 and 2)");
 
     memcpy(buf, good, n);
     put32(buf + 12, 1u << 20);
