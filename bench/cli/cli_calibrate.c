@@ -208,16 +208,19 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
            "(layer, KV head); worst = the lowest head's recall, at "
            "layer.head; %s\n",
            o->budget, o->recent + 1u, PB_CAL_TOP_K,
-           fut ? "loss = the future rows' attention on evicted prompt "
-                 "positions, the largest (layer, KV head) per prompt, mean "
-                 "over prompts, +-se its standard error, mean = over every "
-                 "(prompt, layer, KV head); tie = within two paired "
-                 "standard errors of the top row; best first by loss"
+           fut ? "peak = the later queries' attention on the 8 prompt "
+                 "positions each (layer, KV head) attends to most, the "
+                 "evicted share pooled over a prompt's heads, mean over "
+                 "prompts, +-se its standard error; tie = within two paired "
+                 "standard errors of the top row; loss = the share of all "
+                 "their attention lost, the worst head per prompt, mean = "
+                 "over every (prompt, layer, KV head); best first by peak"
                : "best first by recall");
     printf("%-18s %-8s %6s %7s %7s %6s %6s %8s %8s %8s %8s %6s",
            "schedule", "heads", "budget", "shares", "held", "first", "last",
            "shape", "recall", "mass", "worst", "at");
-    if (fut) printf(" %8s %8s %8s %3s", "loss", "+-se", "mean", "tie");
+    if (fut) printf(" %8s %8s %3s %8s %8s", "peak", "+-se", "tie", "loss",
+                    "mean");
     printf("\n");
     for (size_t s = 0; s < n_sched; ++s) {
         char at[24];
@@ -230,8 +233,8 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
                sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].recall,
                sc[s].mass, sc[s].worst, at);
         if (fut)
-            printf(" %8.6f %8.6f %8.6f %3s", sc[s].loss, sc[s].loss_se,
-                   sc[s].loss_mean, sc[s].tied ? "yes" : "no");
+            printf(" %8.6f %8.6f %3s %8.6f %8.6f", sc[s].peak, sc[s].peak_se,
+                   sc[s].tied ? "yes" : "no", sc[s].loss, sc[s].loss_mean);
         printf("\n");
     }
     if (o->t.per_layer) {
@@ -262,13 +265,12 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
     if (fut) {
         size_t tied = 0;
         for (size_t s = 1; s < n_sched; ++s) tied += (size_t)sc[s].tied;
-        printf("\nrecommendation: %s (%s), heads %s: its later queries lose "
-               "%.6f +- %.6f of their attention in the worst head of a "
-               "prompt (mean over heads %.6f); uniform budgets on every "
-               "head: %.6f. ", best->s.name, shape_of(best->shares, L),
-               pb_cli_calibrate_heads_name(best->heads), best->loss,
-               best->loss_se, best->loss_mean,
-               uni != NULL ? uni->loss : 0.0);
+        printf("\nrecommendation: %s (%s), heads %s: the later queries lose "
+               "%.6f +- %.6f of the attention they put on their heads' peak "
+               "positions; uniform budgets on every head: %.6f. ",
+               best->s.name, shape_of(best->shares, L),
+               pb_cli_calibrate_heads_name(best->heads), best->peak,
+               best->peak_se, uni != NULL ? uni->peak : 0.0);
         if (tied == 0u)
             printf("Every other row is worse by more than two paired "
                    "standard errors.\n");
@@ -331,9 +333,11 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON_AddNumberToObject(e, "worstLayer", sc[s].worst_layer);
         cJSON_AddNumberToObject(e, "worstHead", sc[s].worst_head);
         if (scan->future > 0u) {
-            cJSON_AddNumberToObject(e, "futureLoss", sc[s].loss);
-            cJSON_AddNumberToObject(e, "futureLossSE", sc[s].loss_se);
-            cJSON_AddNumberToObject(e, "futureLossMean", sc[s].loss_mean);
+            cJSON_AddNumberToObject(e, "peakLoss", sc[s].peak);
+            cJSON_AddNumberToObject(e, "peakLossSE", sc[s].peak_se);
+            cJSON_AddNumberToObject(e, "worstHeadLoss", sc[s].loss);
+            cJSON_AddNumberToObject(e, "worstHeadLossSE", sc[s].loss_se);
+            cJSON_AddNumberToObject(e, "meanLoss", sc[s].loss_mean);
             cJSON_AddBoolToObject(e, "withinNoise", sc[s].tied);
         }
         cJSON *sh = cJSON_AddArrayToObject(e, "shares");
@@ -488,12 +492,15 @@ static int add_rows(const pb_cli_sched *sched, const pb_cli_sched_ctx *ctx,
         e->pmass = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->precall = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->peak_lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->peak_all = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->seen = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->prompt_loss = (double *)calloc(prep->prompts + 1u, sizeof(double));
         if (e->shares == NULL || e->head_shares == NULL ||
             e->mass_sum == NULL || e->head_sum == NULL ||
             e->recall_sum == NULL || e->pmass == NULL ||
             e->precall == NULL || e->lost == NULL || e->seen == NULL ||
+            e->peak_lost == NULL || e->peak_all == NULL ||
             e->prompt_loss == NULL) {
             rc = 1;
         } else {
@@ -516,6 +523,8 @@ static void free_rows(cal_sched *sc, size_t n_sched) {
         free(sc[s].pmass);
         free(sc[s].precall);
         free(sc[s].lost);
+        free(sc[s].peak_lost);
+        free(sc[s].peak_all);
         free(sc[s].seen);
         free(sc[s].prompt_loss);
     }

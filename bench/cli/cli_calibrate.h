@@ -20,6 +20,10 @@
  * attend to most (the top 32, as replay's recall). */
 #define PB_CAL_TOP_K 32u
 
+/* The prompt positions per (layer, KV head) the peak loss looks at: the
+ * few the later queries attend to most (a needle's digits). */
+#define PB_CAL_PEAK 8u
+
 /* How a layer's share is spread over its heads. */
 enum {
     PB_CAL_HEADS_UNIFORM = 0,  /* every head keeps the share */
@@ -44,6 +48,14 @@ typedef struct cal_sched {
                            on evicted prompt positions */
     double *seen;       /* per (prompt, layer, KV head): all future
                            attention (0: no future record) */
+    double *peak_lost;  /* per (prompt, layer, KV head): the future rows'
+                           attention on their PB_CAL_PEAK most attended
+                           prompt positions, on those evicted */
+    double *peak_all;   /* ... on all of those */
+    double peak;        /* peak loss: per prompt, peak_lost over peak_all
+                           pooled over (layer, KV head); mean over prompts;
+                           the figure the rows are ranked by */
+    double peak_se;
     uint64_t total;     /* the shares' sum */
     uint64_t held;      /* the positions held: max(share, recent + 1) each */
     uint32_t used;      /* the budget the schedule ran at (equal memory) */
@@ -51,11 +63,11 @@ typedef struct cal_sched {
     double recall;      /* heavy-hitter recall: mean over (layer, KV head) */
     double worst;       /* the lowest (layer, KV head) mean recall */
     uint32_t worst_layer, worst_head;
-    double loss;        /* future loss: mean over prompts of the prompt's
-                           largest (layer, KV head) loss */
-    double loss_mean;   /* mean over prompts and (layer, KV head) */
+    double loss;        /* worst-head loss: mean over prompts of the
+                           prompt's largest (layer, KV head) lost / seen */
+    double loss_mean;   /* lost / seen, mean over (prompt, layer, KV head) */
     double loss_se;     /* standard error of loss over the prompts */
-    double *prompt_loss; /* per prompt: its largest (layer, KV head) loss */
+    double *prompt_loss; /* per prompt: its peak loss (-1: no future rows) */
     double gap_se;      /* paired standard error against the top row */
     int tied;           /* within 2 gap_se of the top row */
 } cal_sched;
@@ -105,7 +117,7 @@ int pb_cli_calibrate_measure(const char *path, const pb_cli_scan *scan,
                              size_t err_len);
 
 /* The figures of every allocation from its sums, then the rows in their
- * order (docs/spec.md §18.5): by future loss when the trace has future
+ * order (docs/spec.md §18.5): by peak loss when the trace has future
  * records, else by recall. */
 void pb_cli_calibrate_rank(cal_sched *sc, size_t n_sched, const uint64_t *recs,
                            const cal_prep *prep, int have_future);

@@ -126,6 +126,29 @@ static void future_loss(const cal_batch *b, uint32_t m, const uint32_t *kept,
     }
 }
 
+/* Member m's peak: the PB_CAL_PEAK prompt positions with the most future
+ * attention summed over its future rows (ties to the lower position);
+ * their attention into *all, that on the evicted ones into *lost. */
+static void peak_loss(cal_work *w, const cal_batch *b, uint32_t m,
+                      const uint32_t *kept, size_t n_kept, double *lost,
+                      double *all) {
+    const uint32_t P = b->length, len = P + b->fut_rows[m];
+    for (uint32_t i = 0; i < P; ++i) {
+        double c = 0.0;
+        for (uint32_t j = 0; j < b->fut_rows[m]; ++j)
+            c += b->fut[m][(size_t)j * len + i];
+        w->col[i] = c;
+        w->order[i] = i;
+    }
+    g_col = w->col;
+    qsort(w->order, P, sizeof *w->order, cmp_col);
+    for (uint32_t t = 0; t < P && t < PB_CAL_PEAK; ++t) {
+        const uint32_t i = w->order[t];
+        *all += w->col[i];
+        if (!has(kept, n_kept, i)) *lost += w->col[i];
+    }
+}
+
 /* Compresses `n` members starting at member `first` with one group of
  * per-head budget `share`; kept positions and counts from member first.
  * Returns the library's status. */
@@ -199,8 +222,11 @@ static int run_batch(cal_work *w, const cal_batch *b, cal_sched *s,
                                       kept, w->counts[m]);
         const size_t at = (size_t)b->k * w->prep->layers * H + cell;
         s->pmass[at] += mass;
-        if (b->fut[m] != NULL)
+        if (b->fut[m] != NULL) {
             future_loss(b, m, kept, w->counts[m], &s->lost[at], &s->seen[at]);
+            peak_loss(w, b, m, kept, w->counts[m], &s->peak_lost[at],
+                      &s->peak_all[at]);
+        }
     }
     return 0;
 }

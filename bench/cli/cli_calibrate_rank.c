@@ -2,8 +2,9 @@
  * cli_calibrate_rank.c - the figures `pyramidkv calibrate` prints for each
  * allocation, from the sums of the measuring pass, and the order of its
  * rows (docs/spec.md §18.5): the window figures (recall, mass, the worst
- * head), the future loss with its standard error over the prompts, and
- * which rows lie within noise of the top one.
+ * head), the future figures (peak loss, worst-head loss, mean loss) with
+ * their standard errors over the prompts, and which rows lie within noise
+ * of the top one.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -53,45 +54,59 @@ static void window_figures(cal_sched *s, const uint64_t *recs,
     if (n == 0u) s->worst = 0.0;
 }
 
-/* The future loss: per prompt, the largest loss of a (layer, KV head)
- * with future rows (lost / seen); its mean over such prompts, that mean's
- * standard error, and the mean loss over every such (prompt, layer, KV
- * head). Prompts without future rows get -1 in prompt_loss. */
-static void future_figures(cal_sched *s, const cal_prep *p) {
+/* The mean of the x_k >= 0 of `n` prompts (those below 0 have no future
+ * rows) into *mean, its standard error into *se. */
+static void mean_se(const double *x, uint32_t n, double *mean, double *se) {
+    double sum = 0.0, sq = 0.0;
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < n; ++k) {
+        if (x[k] < 0.0) continue;
+        sum += x[k];
+        sq += x[k] * x[k];
+        m += 1u;
+    }
+    *mean = m ? sum / m : 0.0;
+    *se = m > 1u ? sqrt(fmax(0.0, (sq - sum * sum / m) / (m - 1u)) / m) : 0.0;
+}
+
+/* The future figures. Per prompt: the peak loss, the evicted share of the
+ * peak attention pooled over its (layer, KV head)s (into prompt_loss, -1
+ * without future rows), and the worst head's loss, the largest lost /
+ * seen; each a mean over the prompts with its standard error; and
+ * loss_mean, the mean of lost / seen over every (prompt, layer, KV head)
+ * with future rows. */
+static void future_figures(cal_sched *s, const cal_prep *p, double *worst) {
     const size_t cells = (size_t)p->layers * p->kv_heads;
-    double sum = 0.0, sq = 0.0, all = 0.0;
+    double all = 0.0;
     uint64_t n_all = 0;
-    uint32_t n = 0;
     for (uint32_t k = 0; k < p->prompts; ++k) {
-        double worst = -1.0;
+        double w = -1.0, lost = 0.0, tot = 0.0;
         for (size_t c = 0; c < cells; ++c) {
             const size_t i = (size_t)k * cells + c;
+            lost += s->peak_lost[i];
+            tot += s->peak_all[i];
             if (s->seen[i] <= 0.0) continue;
             const double x = s->lost[i] / s->seen[i];
-            if (x > worst) worst = x;
+            if (x > w) w = x;
             all += x;
             n_all += 1u;
         }
-        s->prompt_loss[k] = worst;
-        if (worst < 0.0) continue;
-        sum += worst;
-        sq += worst * worst;
-        n += 1u;
+        worst[k] = w;
+        s->prompt_loss[k] = w < 0.0 ? -1.0 : tot > 0.0 ? lost / tot : 0.0;
     }
-    s->loss = n ? sum / n : 0.0;
-    s->loss_se = n > 1u ? sqrt(fmax(0.0, (sq - sum * sum / n) / (n - 1u)) / n)
-                        : 0.0;
+    mean_se(s->prompt_loss, p->prompts, &s->peak, &s->peak_se);
+    mean_se(worst, p->prompts, &s->loss, &s->loss_se);
     s->loss_mean = n_all ? all / (double)n_all : 0.0;
 }
 
 static int g_future; /* cmp_sched's key: rank by the future loss */
 
-/* Best first: the lower future loss (when the trace has future rows),
+/* Best first: the lower peak loss (when the trace has future rows),
  * the higher recall, the higher mass, then uniform, adaptive, shares,
  * then the name. */
 static int cmp_sched(const void *a, const void *b) {
     const cal_sched *x = (const cal_sched *)a, *y = (const cal_sched *)b;
-    if (g_future && x->loss != y->loss) return x->loss < y->loss ? -1 : 1;
+    if (g_future && x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
     if (x->recall != y->recall) return x->recall > y->recall ? -1 : 1;
     if (x->mass != y->mass) return x->mass > y->mass ? -1 : 1;
     if (x->heads != y->heads) return x->heads < y->heads ? -1 : 1;
@@ -99,8 +114,8 @@ static int cmp_sched(const void *a, const void *b) {
 }
 
 /* Each row's paired standard error against the top row: of the mean over
- * the prompts of its per-prompt loss minus the top row's; within noise
- * when its loss exceeds the top's by at most twice that. */
+ * the prompts of its per-prompt peak loss minus the top row's; within
+ * noise when its peak loss exceeds the top's by at most twice that. */
 static void noise(cal_sched *sc, size_t n_sched, const cal_prep *p) {
     for (size_t r = 0; r < n_sched; ++r) {
         double sum = 0.0, sq = 0.0;
@@ -114,16 +129,18 @@ static void noise(cal_sched *sc, size_t n_sched, const cal_prep *p) {
         }
         sc[r].gap_se =
             n > 1u ? sqrt(fmax(0.0, (sq - sum * sum / n) / (n - 1u)) / n) : 0.0;
-        sc[r].tied = sc[r].loss - sc[0].loss <= 2.0 * sc[r].gap_se;
+        sc[r].tied = sc[r].peak - sc[0].peak <= 2.0 * sc[r].gap_se;
     }
 }
 
 void pb_cli_calibrate_rank(cal_sched *sc, size_t n_sched, const uint64_t *recs,
                            const cal_prep *prep, int have_future) {
+    double *worst = (double *)calloc(prep->prompts + 1u, sizeof *worst);
     for (size_t s = 0; s < n_sched; ++s) {
         window_figures(&sc[s], recs, prep);
-        future_figures(&sc[s], prep);
+        if (worst != NULL) future_figures(&sc[s], prep, worst);
     }
+    free(worst);
     g_future = have_future;
     qsort(sc, n_sched, sizeof sc[0], cmp_sched);
     if (have_future) noise(sc, n_sched, prep);
