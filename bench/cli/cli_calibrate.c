@@ -2,16 +2,16 @@
  * cli_calibrate.c - `pyramidkv calibrate TRACE`: the model's per-layer
  * attention profile from a trace file (entropy, support, k for 50/90/99 %
  * of the mass), the schedule derived from it, and, at the user's average
- * budget, every schedule under both head modes (per-head uniform,
- * head-adaptive) measured by running prefill compression (the paper's
- * selection) on the recorded window rows at equal total memory: the
- * heavy-hitter recall and retained mass per (layer, KV head), best first by
- * recall, with a one-line recommendation.
+ * budget, every schedule under three head modes (per-head uniform,
+ * head-adaptive, per-head shares) measured by running prefill compression
+ * (the paper's selection) on the recorded window rows at equal held
+ * positions: the window figures and, with future records, the peak loss
+ * (docs/spec.md §18), best first, with a one-line recommendation.
  * --plot draws the entropy profile and the shares with gnuplot.
  *
  * Owns the flags, the profile and the output; the measuring pass is
- * cli_calibrate_measure.c's. Three passes over
- * the file (scan, profile, compression); nothing is printed before the last
+ * cli_calibrate_measure.c's. Four passes over
+ * the file (scan, profile, prep, compression); nothing is printed before the last
  * one has read the whole file, so a malformed trace gives one error line
  * and no output.
  */
@@ -51,44 +51,45 @@ typedef struct cal_layer {
 
 static void help(FILE *out) {
     fprintf(out,
-        "usage: pyramidkv calibrate TRACE [--budget B] [--fraction F] [--floor N]\n"
-        "                           [--per-layer] [--json] [--plot FILE.png]\n"
+        "usage: pyramidkv calibrate TRACE [--budget B] [--recent N] [--fraction F]\n"
+        "                 [--floor N] [--tau1 X] [--tau2 X] [--progress on|off]\n"
+        "                 [--per-layer] [--json] [--plot FILE.png]\n"
         "\n"
-        "Measures a model's per-layer attention profile from a trace file\n"
-        "(docs/trace_format.md; `pyramidkv trace --make` writes synthetic ones,\n"
-        "bench/trace/pyramidkv_trace.py records a Hugging Face model) and\n"
-        "compares budget schedules on it.\n"
+        "Ranks every allocation on a trace of a model's attention\n"
+        "(docs/trace_format.md; bench/model/model_trace records the bench\n"
+        "model, `pyramidkv trace --make` writes synthetic ones). Every figure\n"
+        "is defined in docs/spec.md section 18; docs/calibrate.md shows how\n"
+        "far its pick agrees with a model's measured accuracy.\n"
         "\n"
-        "1. The profile, per layer, over every row of the trace: mean entropy in\n"
-        "   bits, effective support 2^H, and k50/k90/k99, the positions that hold\n"
-        "   50/90/99 %% of a row's attention mass (docs/calibrate.md).\n"
-        "2. The profile schedule: layer weights k for --fraction of the mass,\n"
-        "   floored at --floor, and the arithmetic pyramid ratio that fits best.\n"
-        "3. At average budget B per layer (the same total memory for every\n"
-        "   schedule, counted as the positions the layers hold: a layer holds\n"
-        "   at least window + 1 whatever its share; a schedule whose held total\n"
-        "   at B exceeds layers x B, as kvfactory's and taper's can, runs at the\n"
-        "   largest budget that fits, shown in the budget column), every\n"
-        "   schedule under two head modes: uniform (each KV head keeps the\n"
-        "   layer's share) and adaptive (the layer's KV heads share one pool,\n"
-        "   Ada-KV, docs/head_adaptive.md). One prompt's records of a layer are\n"
-        "   compressed together with the paper's selection (window = their\n"
-        "   rows, pooling 7, max); per (layer, KV head): recall, the share of\n"
-        "   its 32 heavy hitters (the positions before the window its rows\n"
-        "   attend to most) kept, and mass, the share of its window rows'\n"
-        "   attention on the kept positions. Schedules (docs/spec.md §12):\n"
-        "   uniform, arithmetic:2, :4, :8, kvfactory and kvfactory-balanced\n"
-        "   (window = the record's rows, q = the prompt), taper, curve:4, and\n"
-        "   profile (the weights of step 2, each layer at least window + 1).\n"
-        "   Best first by the mean recall over (layer, KV head), then a\n"
-        "   one-line recommendation.\n"
+        "1. The profile, per layer: entropy, support, k50/k90/k99, and the\n"
+        "   profile schedule's weights (k for --fraction, floored at --floor)\n"
+        "   with the best-fitting arithmetic ratio.\n"
+        "2. The rows: at average budget B per layer and recent window N (every\n"
+        "   layer holds at least N + 1; equal held positions for every row),\n"
+        "   uniform, arithmetic:2, :4, :8, kvfactory, kvfactory-balanced,\n"
+        "   taper, curve:4, profile and cake (CAKE's preference from the trace,\n"
+        "   temperatures --tau1, --tau2), each under three head modes: uniform\n"
+        "   (every KV head the layer's share), adaptive (one pool per layer,\n"
+        "   Ada-KV) and shares (per-head shares from the trace's per-head\n"
+        "   profile).\n"
+        "3. Each prompt of each layer compressed under each row (window rows\n"
+        "   scoring, pooling 7, max); recall and mass of the window rows; with\n"
+        "   future records (version 2), peak: the later queries' attention on\n"
+        "   each head's 8 most attended prompt positions lost to eviction,\n"
+        "   pooled over a prompt's heads, mean over prompts, with its standard\n"
+        "   error. Best first by peak (by recall without future records); tie:\n"
+        "   within two paired standard errors of the top row, where the trace\n"
+        "   does not decide.\n"
         "\n"
         "options:\n"
-        "  --budget B      average positions per layer, 1 .. 4294967295\n"
-        "                  [the longest prompt / 8, at least window + 1]\n"
+        "  --budget B      average positions per layer, above the recent window\n"
+        "                  [the longest prompt / 8, at least N + 1]\n"
+        "  --recent N      newest positions every head keeps [the window rows]\n"
         "  --fraction F    mass fraction the profile weights hold, in percent,\n"
         "                  1 .. 100 [90]\n"
         "  --floor N       smallest profile weight, >= 1 [the largest window]\n"
+        "  --tau1 X, --tau2 X  CAKE's temperatures, (0, 1000] [1.6, 0.6]\n"
+        "  --progress on|off   a progress line on stderr [on for a terminal]\n"
         "  --per-layer     also print every layer's share and mass per schedule\n"
         "  --json          one JSON document instead of the tables\n"
         "  --plot FILE     also draw the entropy profile and the shares into FILE\n"
@@ -339,6 +340,19 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
             cJSON_AddNumberToObject(e, "worstHeadLossSE", sc[s].loss_se);
             cJSON_AddNumberToObject(e, "meanLoss", sc[s].loss_mean);
             cJSON_AddBoolToObject(e, "withinNoise", sc[s].tied);
+            /* Per (layer, KV head): the peak loss pooled over the prompts,
+             * where the rows disagree (docs/calibrate.md). */
+            const size_t cells = (size_t)L * scan->shape.num_kv_heads;
+            cJSON *hp = cJSON_AddArrayToObject(e, "headPeakLoss");
+            for (size_t c = 0; c < cells; ++c) {
+                double lost = 0.0, all = 0.0;
+                for (size_t i = c; i < sc[s].n_cells; i += cells) {
+                    lost += sc[s].peak_lost[i];
+                    all += sc[s].peak_all[i];
+                }
+                cJSON_AddItemToArray(hp, all > 0.0 ? cJSON_CreateNumber(lost / all)
+                                                   : cJSON_CreateNull());
+            }
         }
         cJSON *sh = cJSON_AddArrayToObject(e, "shares");
         cJSON *lm = cJSON_AddArrayToObject(e, "layerMass");
@@ -491,6 +505,7 @@ static int add_rows(const pb_cli_sched *sched, const pb_cli_sched_ctx *ctx,
         e->recall_sum = (double *)calloc((size_t)L * H, sizeof(double));
         e->pmass = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->precall = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->n_cells = prompt_cells;
         e->lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->peak_lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
         e->peak_all = (double *)calloc(prompt_cells + 1u, sizeof(double));

@@ -56,6 +56,7 @@ typedef struct cal_sched {
                            pooled over (layer, KV head); mean over prompts;
                            the figure the rows are ranked by */
     double peak_se;
+    size_t n_cells;     /* prompts x layers x KV heads */
     uint64_t total;     /* the shares' sum */
     uint64_t held;      /* the positions held: max(share, recent + 1) each */
     uint32_t used;      /* the budget the schedule ran at (equal memory) */
