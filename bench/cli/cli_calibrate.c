@@ -2,16 +2,16 @@
  * cli_calibrate.c - `pyramidkv calibrate TRACE`: the model's per-layer
  * attention profile from a trace file (entropy, support, k for 50/90/99 %
  * of the mass), the schedule derived from it, and, at the user's average
- * budget, every schedule under both head modes (per-head uniform,
- * head-adaptive) measured by running prefill compression (the paper's
- * selection) on the recorded window rows at equal total memory: the
- * heavy-hitter recall and retained mass per (layer, KV head), best first by
- * recall, with a one-line recommendation.
+ * budget, every schedule under three head modes (per-head uniform,
+ * head-adaptive, per-head shares) measured by running prefill compression
+ * (the paper's selection) on the recorded window rows at equal held
+ * positions: the window figures and, with future records, the peak loss
+ * (docs/spec.md §18), best first, with a one-line recommendation.
  * --plot draws the entropy profile and the shares with gnuplot.
  *
  * Owns the flags, the profile and the output; the measuring pass is
- * cli_calibrate_measure.c's. Three passes over
- * the file (scan, profile, compression); nothing is printed before the last
+ * cli_calibrate_measure.c's. Four passes over
+ * the file (scan, profile, prep, compression); nothing is printed before the last
  * one has read the whole file, so a malformed trace gives one error line
  * and no output.
  */
@@ -33,13 +33,14 @@
 #include "trace_io.h"
 
 #define MAX_SCHED 16u
-#define MAX_ALLOC (2u * MAX_SCHED)
+#define MAX_ALLOC (3u * MAX_SCHED)
 
 typedef struct cal_opts {
     pb_cli_trace_args t; /* TRACE, --json, --per-layer */
     const char *plot;
-    uint32_t budget, fraction_ppm, floor_w;
-    int have_budget, have_floor;
+    uint32_t budget, fraction_ppm, floor_w, recent;
+    double tau1, tau2;
+    int have_budget, have_floor, have_recent, progress;
 } cal_opts;
 
 typedef struct cal_layer {
@@ -50,44 +51,45 @@ typedef struct cal_layer {
 
 static void help(FILE *out) {
     fprintf(out,
-        "usage: pyramidkv calibrate TRACE [--budget B] [--fraction F] [--floor N]\n"
-        "                           [--per-layer] [--json] [--plot FILE.png]\n"
+        "usage: pyramidkv calibrate TRACE [--budget B] [--recent N] [--fraction F]\n"
+        "                 [--floor N] [--tau1 X] [--tau2 X] [--progress on|off]\n"
+        "                 [--per-layer] [--json] [--plot FILE.png]\n"
         "\n"
-        "Measures a model's per-layer attention profile from a trace file\n"
-        "(docs/trace_format.md; `pyramidkv trace --make` writes synthetic ones,\n"
-        "bench/trace/pyramidkv_trace.py records a Hugging Face model) and\n"
-        "compares budget schedules on it.\n"
+        "Ranks every allocation on a trace of a model's attention\n"
+        "(docs/trace_format.md; bench/model/model_trace records the bench\n"
+        "model, `pyramidkv trace --make` writes synthetic ones). Every figure\n"
+        "is defined in docs/spec.md section 18; docs/calibrate.md shows how\n"
+        "far its pick agrees with a model's measured accuracy.\n"
         "\n"
-        "1. The profile, per layer, over every row of the trace: mean entropy in\n"
-        "   bits, effective support 2^H, and k50/k90/k99, the positions that hold\n"
-        "   50/90/99 %% of a row's attention mass (docs/calibrate.md).\n"
-        "2. The profile schedule: layer weights k for --fraction of the mass,\n"
-        "   floored at --floor, and the arithmetic pyramid ratio that fits best.\n"
-        "3. At average budget B per layer (the same total memory for every\n"
-        "   schedule, counted as the positions the layers hold: a layer holds\n"
-        "   at least window + 1 whatever its share; a schedule whose held total\n"
-        "   at B exceeds layers x B, as kvfactory's and taper's can, runs at the\n"
-        "   largest budget that fits, shown in the budget column), every\n"
-        "   schedule under two head modes: uniform (each KV head keeps the\n"
-        "   layer's share) and adaptive (the layer's KV heads share one pool,\n"
-        "   Ada-KV, docs/head_adaptive.md). One prompt's records of a layer are\n"
-        "   compressed together with the paper's selection (window = their\n"
-        "   rows, pooling 7, max); per (layer, KV head): recall, the share of\n"
-        "   its 32 heavy hitters (the positions before the window its rows\n"
-        "   attend to most) kept, and mass, the share of its window rows'\n"
-        "   attention on the kept positions. Schedules (docs/spec.md §12):\n"
-        "   uniform, arithmetic:2, :4, :8, kvfactory and kvfactory-balanced\n"
-        "   (window = the record's rows, q = the prompt), taper, curve:4, and\n"
-        "   profile (the weights of step 2, each layer at least window + 1).\n"
-        "   Best first by the mean recall over (layer, KV head), then a\n"
-        "   one-line recommendation.\n"
+        "1. The profile, per layer: entropy, support, k50/k90/k99, and the\n"
+        "   profile schedule's weights (k for --fraction, floored at --floor)\n"
+        "   with the best-fitting arithmetic ratio.\n"
+        "2. The rows: at average budget B per layer and recent window N (every\n"
+        "   layer holds at least N + 1; equal held positions for every row),\n"
+        "   uniform, arithmetic:2, :4, :8, kvfactory, kvfactory-balanced,\n"
+        "   taper, curve:4, profile and cake (CAKE's preference from the trace,\n"
+        "   temperatures --tau1, --tau2), each under three head modes: uniform\n"
+        "   (every KV head the layer's share), adaptive (one pool per layer,\n"
+        "   Ada-KV) and shares (per-head shares from the trace's per-head\n"
+        "   profile).\n"
+        "3. Each prompt of each layer compressed under each row (window rows\n"
+        "   scoring, pooling 7, max); recall and mass of the window rows; with\n"
+        "   future records (version 2), peak: the later queries' attention on\n"
+        "   each head's 8 most attended prompt positions lost to eviction,\n"
+        "   pooled over a prompt's heads, mean over prompts, with its standard\n"
+        "   error. Best first by peak (by recall without future records); tie:\n"
+        "   within two paired standard errors of the top row, where the trace\n"
+        "   does not decide.\n"
         "\n"
         "options:\n"
-        "  --budget B      average positions per layer, 1 .. 4294967295\n"
-        "                  [the longest prompt / 8, at least window + 1]\n"
+        "  --budget B      average positions per layer, above the recent window\n"
+        "                  [the longest prompt / 8, at least N + 1]\n"
+        "  --recent N      newest positions every head keeps [the window rows]\n"
         "  --fraction F    mass fraction the profile weights hold, in percent,\n"
         "                  1 .. 100 [90]\n"
         "  --floor N       smallest profile weight, >= 1 [the largest window]\n"
+        "  --tau1 X, --tau2 X  CAKE's temperatures, (0, 1000] [1.6, 0.6]\n"
+        "  --progress on|off   a progress line on stderr [on for a terminal]\n"
         "  --per-layer     also print every layer's share and mass per schedule\n"
         "  --json          one JSON document instead of the tables\n"
         "  --plot FILE     also draw the entropy profile and the shares into FILE\n"
@@ -108,6 +110,8 @@ static void help(FILE *out) {
 static int parse(int argc, char **argv, cal_opts *o) {
     memset(o, 0, sizeof *o);
     o->fraction_ppm = 900000u;
+    o->tau1 = 1.6;
+    o->tau2 = 0.6;
     pb_cli_walk w;
     pb_cli_walk_init(&w, "calibrate", argc, argv);
     for (;;) {
@@ -120,6 +124,24 @@ static int parse(int argc, char **argv, cal_opts *o) {
         const char *f = w.flag;
         if (strcmp(f, "--plot") == 0) {
             o->plot = v;
+        } else if (strcmp(f, "--recent") == 0) {
+            if (pb_cli_parse_u32("calibrate", f, v, 0u, 1u << 20,
+                                 &o->recent) != 0)
+                return PB_CLI_USAGE;
+            o->have_recent = 1;
+        } else if (strcmp(f, "--progress") == 0) {
+            if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+                return pb_cli_usage_error("calibrate", "--progress takes on "
+                                          "or off, not '%s'", v);
+            o->progress = v[1] == 'n' ? 1 : -1;
+        } else if (strcmp(f, "--tau1") == 0 || strcmp(f, "--tau2") == 0) {
+            char *end = NULL;
+            const double t = strtod(v, &end);
+            if (end == v || *end != '\0' || !(t > 0.0 && t <= 1000.0))
+                return pb_cli_usage_error("calibrate", "%s takes a number in "
+                                          "(0, 1000], not '%s'", f, v);
+            if (f[5] == '1') o->tau1 = t;
+            else o->tau2 = t;
         } else if (strcmp(f, "--budget") == 0) {
             if (pb_cli_parse_u32("calibrate", f, v, 1u, UINT32_MAX,
                                  &o->budget) != 0)
@@ -149,57 +171,18 @@ static const char *shape_of(const uint32_t *shares, uint32_t layers) {
     return shares[0] > shares[layers - 1u] ? "funnel" : "inverted";
 }
 
-/* The allocation's overall figures, each (layer, KV head) with a record
- * weighing the same: mass and recall, the means of its mean retained mass
- * and heavy-hitter recall; worst, its lowest mean recall (the first in
- * layer, head order on a tie). */
-static void summarise(cal_sched *s, const uint64_t *recs, uint32_t L,
-                      uint32_t H) {
-    double mass = 0.0, recall = 0.0;
-    uint32_t n = 0;
-    s->worst = 2.0;
-    for (uint32_t l = 0; l < L; ++l)
-        for (uint32_t h = 0; h < H; ++h) {
-            const size_t i = (size_t)l * H + h;
-            if (recs[i] == 0u) continue;
-            const double r = s->recall_sum[i] / (double)recs[i];
-            mass += s->head_sum[i] / (double)recs[i];
-            recall += r;
-            n += 1u;
-            if (r < s->worst) {
-                s->worst = r;
-                s->worst_layer = l;
-                s->worst_head = h;
-            }
-        }
-    s->mass = n ? mass / n : 0.0;
-    s->recall = n ? recall / n : 0.0;
-    if (n == 0u) s->worst = 0.0;
-}
-
-static const char *heads_name(int heads) {
-    return heads == PB_CAL_HEADS_ADAPTIVE ? "adaptive" : "uniform";
-}
-
-/* Best first: the higher recall, then the higher mass, then head-uniform
- * before adaptive, then the name. */
-static int cmp_sched(const void *a, const void *b) {
-    const cal_sched *x = (const cal_sched *)a, *y = (const cal_sched *)b;
-    if (x->recall != y->recall) return x->recall > y->recall ? -1 : 1;
-    if (x->mass != y->mass) return x->mass > y->mass ? -1 : 1;
-    if (x->heads != y->heads) return x->heads < y->heads ? -1 : 1;
-    return strcmp(x->s.name, y->s.name);
-}
-
 static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
                          const cal_layer *ly, const uint32_t *weights,
                          uint32_t fit, const cal_sched *sc, size_t n_sched) {
     const uint32_t L = scan->shape.num_layers;
+    const int fut = scan->future > 0u;
     printf("trace %s: %u layers, %u KV heads, group %u; %llu prefill records "
-           "(up to %u window rows over %u positions), %llu decode rows\n\n",
+           "(up to %u window rows over %u positions), %llu decode rows, "
+           "%llu future records\n\n",
            o->t.path, L, scan->shape.num_kv_heads, scan->shape.group_size,
            (unsigned long long)scan->prefill, scan->max_window,
-           scan->max_prompt, (unsigned long long)scan->decode);
+           scan->max_prompt, (unsigned long long)scan->decode,
+           (unsigned long long)scan->future);
     printf("layer profile (k50/k90/k99: positions holding 50/90/99 %% of a "
            "row's mass)\n");
     printf("%5s %9s %9s %9s %7s %7s %7s %7s\n", "layer", "rows", "entropy",
@@ -224,21 +207,36 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
            "heavy hitters kept (the top %u positions before the window by "
            "its attention), mass = window attention kept, both means over "
            "(layer, KV head); worst = the lowest head's recall, at "
-           "layer.head; best first by recall\n",
-           o->budget, scan->max_window + 1u, PB_CAL_TOP_K);
-    printf("%-18s %-8s %6s %7s %7s %6s %6s %8s %8s %8s %8s %6s\n",
+           "layer.head; %s\n",
+           o->budget, o->recent + 1u, PB_CAL_TOP_K,
+           fut ? "peak = the later queries' attention on the 8 prompt "
+                 "positions each (layer, KV head) attends to most, the "
+                 "evicted share pooled over a prompt's heads, mean over "
+                 "prompts, +-se its standard error; tie = within two paired "
+                 "standard errors of the top row; loss = the share of all "
+                 "their attention lost, the worst head per prompt, mean = "
+                 "over every (prompt, layer, KV head); best first by peak"
+               : "best first by recall");
+    printf("%-18s %-8s %6s %7s %7s %6s %6s %8s %8s %8s %8s %6s",
            "schedule", "heads", "budget", "shares", "held", "first", "last",
            "shape", "recall", "mass", "worst", "at");
+    if (fut) printf(" %8s %8s %3s %8s %8s", "peak", "+-se", "tie", "loss",
+                    "mean");
+    printf("\n");
     for (size_t s = 0; s < n_sched; ++s) {
         char at[24];
         snprintf(at, sizeof at, "%u.%u", sc[s].worst_layer, sc[s].worst_head);
         printf("%-18s %-8s %6u %7llu %7llu %6u %6u %8s %8.6f %8.6f %8.6f "
-               "%6s\n",
-               sc[s].s.name, heads_name(sc[s].heads), sc[s].used,
+               "%6s",
+               sc[s].s.name, pb_cli_calibrate_heads_name(sc[s].heads), sc[s].used,
                (unsigned long long)sc[s].total,
                (unsigned long long)sc[s].held, sc[s].shares[0],
                sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].recall,
                sc[s].mass, sc[s].worst, at);
+        if (fut)
+            printf(" %8.6f %8.6f %3s %8.6f %8.6f", sc[s].peak, sc[s].peak_se,
+                   sc[s].tied ? "yes" : "no", sc[s].loss, sc[s].loss_mean);
+        printf("\n");
     }
     if (o->t.per_layer) {
         printf("\nper layer: share / retained mass (mean over the layer's "
@@ -265,11 +263,29 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
         if (strcmp(sc[s].s.name, "uniform") == 0 &&
             sc[s].heads == PB_CAL_HEADS_UNIFORM)
             uni = &sc[s];
+    if (fut) {
+        size_t tied = 0;
+        for (size_t s = 1; s < n_sched; ++s) tied += (size_t)sc[s].tied;
+        printf("\nrecommendation: %s (%s), heads %s: the later queries lose "
+               "%.6f +- %.6f of the attention they put on their heads' peak "
+               "positions; uniform budgets on every head: %.6f. ",
+               best->s.name, shape_of(best->shares, L),
+               pb_cli_calibrate_heads_name(best->heads), best->peak,
+               best->peak_se, uni != NULL ? uni->peak : 0.0);
+        if (tied == 0u)
+            printf("Every other row is worse by more than two paired "
+                   "standard errors.\n");
+        else
+            printf("%zu other rows are within two paired standard errors "
+                   "of it (tie = yes): between those the trace does not "
+                   "decide.\n", tied);
+        return;
+    }
     printf("\nrecommendation: %s (%s), heads %s: keeps %.6f of the heads' "
            "heavy hitters (worst head %.6f) and %.6f of the window's "
            "attention; uniform budgets on every head: %.6f (worst %.6f), "
            "%.6f\n", best->s.name, shape_of(best->shares, L),
-           heads_name(best->heads), best->recall, best->worst, best->mass,
+           pb_cli_calibrate_heads_name(best->heads), best->recall, best->worst, best->mass,
            uni != NULL ? uni->recall : 0.0, uni != NULL ? uni->worst : 0.0,
            uni != NULL ? uni->mass : 0.0);
 }
@@ -307,7 +323,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
     for (size_t s = 0; s < n_sched; ++s) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "schedule", sc[s].s.name);
-        cJSON_AddStringToObject(e, "heads", heads_name(sc[s].heads));
+        cJSON_AddStringToObject(e, "heads", pb_cli_calibrate_heads_name(sc[s].heads));
         cJSON_AddStringToObject(e, "shape", shape_of(sc[s].shares, L));
         cJSON_AddNumberToObject(e, "budget", sc[s].used);
         cJSON_AddNumberToObject(e, "total", (double)sc[s].total);
@@ -317,6 +333,27 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON_AddNumberToObject(e, "worstHeadRecall", sc[s].worst);
         cJSON_AddNumberToObject(e, "worstLayer", sc[s].worst_layer);
         cJSON_AddNumberToObject(e, "worstHead", sc[s].worst_head);
+        if (scan->future > 0u) {
+            cJSON_AddNumberToObject(e, "peakLoss", sc[s].peak);
+            cJSON_AddNumberToObject(e, "peakLossSE", sc[s].peak_se);
+            cJSON_AddNumberToObject(e, "worstHeadLoss", sc[s].loss);
+            cJSON_AddNumberToObject(e, "worstHeadLossSE", sc[s].loss_se);
+            cJSON_AddNumberToObject(e, "meanLoss", sc[s].loss_mean);
+            cJSON_AddBoolToObject(e, "withinNoise", sc[s].tied);
+            /* Per (layer, KV head): the peak loss pooled over the prompts,
+             * where the rows disagree (docs/calibrate.md). */
+            const size_t cells = (size_t)L * scan->shape.num_kv_heads;
+            cJSON *hp = cJSON_AddArrayToObject(e, "headPeakLoss");
+            for (size_t c = 0; c < cells; ++c) {
+                double lost = 0.0, all = 0.0;
+                for (size_t i = c; i < sc[s].n_cells; i += cells) {
+                    lost += sc[s].peak_lost[i];
+                    all += sc[s].peak_all[i];
+                }
+                cJSON_AddItemToArray(hp, all > 0.0 ? cJSON_CreateNumber(lost / all)
+                                                   : cJSON_CreateNull());
+            }
+        }
         cJSON *sh = cJSON_AddArrayToObject(e, "shares");
         cJSON *lm = cJSON_AddArrayToObject(e, "layerMass");
         for (uint32_t l = 0; l < L; ++l) {
@@ -330,7 +367,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         cJSON_AddItemToArray(arr, e);
     }
     cJSON_AddStringToObject(doc, "recommendation", sc[0].s.name);
-    cJSON_AddStringToObject(doc, "recommendedHeads", heads_name(sc[0].heads));
+    cJSON_AddStringToObject(doc, "recommendedHeads", pb_cli_calibrate_heads_name(sc[0].heads));
     if (skipped[0] != '\0') cJSON_AddStringToObject(doc, "notCompared", skipped);
     char *text = cJSON_Print(doc);
     cJSON_Delete(doc);
@@ -417,6 +454,97 @@ static int check_plot_path(const char *path) {
     return 0;
 }
 
+/* The rows of one schedule: its shares at equal memory, then one row per
+ * head mode. A schedule the values refuse is noted in `skipped`; a
+ * head-shares row whose profile lacks a layer's heads likewise. 0, or 1
+ * out of memory. */
+static int add_rows(const pb_cli_sched *sched, const pb_cli_sched_ctx *ctx,
+                    const cal_prep *prep, uint32_t recent, cal_sched *sc,
+                    size_t *n_sched, char *skipped, size_t skipped_len) {
+    const uint32_t L = prep->layers, H = prep->kv_heads;
+    cal_sched one;
+    memset(&one, 0, sizeof one);
+    one.s = *sched;
+    uint32_t *shares = (uint32_t *)calloc(L, sizeof *shares);
+    uint32_t *hs = (uint32_t *)calloc((size_t)L * H, sizeof *hs);
+    char why[160];
+    int rc = shares == NULL || hs == NULL;
+    if (rc == 0 && pb_cli_sched_shares(&one.s, ctx, shares, &one.total,
+                                       &one.held, &one.used, why,
+                                       sizeof why) != 0) {
+        const size_t used = strlen(skipped);
+        snprintf(skipped + used, skipped_len - used, "%s%s", used ? "; " : "",
+                 why);
+        free(shares);
+        free(hs);
+        return 0;
+    }
+    int have_hs = rc == 0;
+    for (uint32_t l = 0; have_hs && l < L; ++l) {
+        const uint32_t held = shares[l] > recent ? shares[l] : recent + 1u;
+        have_hs = pb_profile_head_shares(prep->head_prof, l, H, held,
+                                         recent + 1u, 900000u,
+                                         hs + (size_t)l * H, H) == PB_OK;
+    }
+    if (rc == 0 && !have_hs) {
+        const size_t used = strlen(skipped);
+        snprintf(skipped + used, skipped_len - used, "%s%s shares: a layer's "
+                 "heads have no window rows", used ? "; " : "", one.s.name);
+    }
+    const size_t prompt_cells = (size_t)prep->prompts * L * H;
+    for (int heads = PB_CAL_HEADS_UNIFORM;
+         rc == 0 && heads <= PB_CAL_HEADS_SHARES; ++heads) {
+        if (heads == PB_CAL_HEADS_SHARES && !have_hs) continue;
+        cal_sched *e = &sc[(*n_sched)++];
+        *e = one;
+        e->heads = heads;
+        e->shares = (uint32_t *)malloc(L * sizeof *e->shares);
+        e->head_shares = (uint32_t *)malloc((size_t)L * H * sizeof *hs);
+        e->mass_sum = (double *)calloc(L, sizeof *e->mass_sum);
+        e->head_sum = (double *)calloc((size_t)L * H, sizeof(double));
+        e->recall_sum = (double *)calloc((size_t)L * H, sizeof(double));
+        e->pmass = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->precall = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->n_cells = prompt_cells;
+        e->lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->peak_lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->peak_all = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->seen = (double *)calloc(prompt_cells + 1u, sizeof(double));
+        e->prompt_loss = (double *)calloc(prep->prompts + 1u, sizeof(double));
+        if (e->shares == NULL || e->head_shares == NULL ||
+            e->mass_sum == NULL || e->head_sum == NULL ||
+            e->recall_sum == NULL || e->pmass == NULL ||
+            e->precall == NULL || e->lost == NULL || e->seen == NULL ||
+            e->peak_lost == NULL || e->peak_all == NULL ||
+            e->prompt_loss == NULL) {
+            rc = 1;
+        } else {
+            memcpy(e->shares, shares, L * sizeof *shares);
+            memcpy(e->head_shares, hs, (size_t)L * H * sizeof *hs);
+        }
+    }
+    free(shares);
+    free(hs);
+    return rc;
+}
+
+static void free_rows(cal_sched *sc, size_t n_sched) {
+    for (size_t s = 0; s < n_sched; ++s) {
+        free(sc[s].shares);
+        free(sc[s].head_shares);
+        free(sc[s].mass_sum);
+        free(sc[s].head_sum);
+        free(sc[s].recall_sum);
+        free(sc[s].pmass);
+        free(sc[s].precall);
+        free(sc[s].lost);
+        free(sc[s].peak_lost);
+        free(sc[s].peak_all);
+        free(sc[s].seen);
+        free(sc[s].prompt_loss);
+    }
+}
+
 int pb_cli_calibrate(int argc, char **argv) {
     cal_opts o;
     const int prc = parse(argc, argv, &o);
@@ -431,26 +559,41 @@ int pb_cli_calibrate(int argc, char **argv) {
         return pb_cli_trace_error("calibrate", o.t.path,
                                   "no prefill record: calibrate compresses "
                                   "the recorded window rows");
+    if (!o.have_recent) o.recent = scan.max_window;
     if (!o.have_budget) {
         o.budget = scan.max_prompt / 8u;
-        if (o.budget <= scan.max_window) o.budget = scan.max_window + 1u;
+        if (o.budget <= o.recent) o.budget = o.recent + 1u;
     }
+    if (o.budget <= o.recent)
+        return pb_cli_usage_error("calibrate", "--budget %u does not exceed "
+                                  "the recent window %u: every layer holds "
+                                  "at least %u, no allocation fits",
+                                  o.budget, o.recent, o.recent + 1u);
     if (!o.have_floor) o.floor_w = scan.max_window;
+    if (o.progress == 0) o.progress = isatty(2) ? 1 : -1;
     pb_profile *prof = NULL;
     if (pb_cli_profile_trace(o.t.path, &scan, &prof, err, sizeof err) != 0)
         return pb_cli_trace_error("calibrate", o.t.path, err);
+    cal_prep prep;
+    if (pb_cli_calibrate_prep(o.t.path, &scan, o.tau1, o.tau2, &prep, err,
+                              sizeof err) != 0) {
+        pb_profile_destroy(prof);
+        return pb_cli_trace_error("calibrate", o.t.path, err);
+    }
 
     const uint32_t L = scan.shape.num_layers;
     const uint32_t H = scan.shape.num_kv_heads;
     cal_layer *ly = (cal_layer *)calloc(L, sizeof *ly);
     uint32_t *weights = (uint32_t *)calloc(L, sizeof *weights);
+    uint32_t *cake_w = (uint32_t *)calloc(L, sizeof *cake_w);
     uint64_t *recs = (uint64_t *)calloc((size_t)L * H, sizeof *recs);
     cal_sched sc[MAX_ALLOC];
     memset(sc, 0, sizeof sc);
     pb_cli_sched all[MAX_SCHED];
     const size_t n_all = pb_cli_sched_all(all, MAX_SCHED);
     size_t n_sched = 0;
-    int rc = (ly == NULL || weights == NULL || recs == NULL) ? 1 : 0;
+    int rc = (ly == NULL || weights == NULL || cake_w == NULL ||
+              recs == NULL) ? 1 : 0;
     if (rc != 0) snprintf(err, sizeof err, "out of memory");
     for (uint32_t l = 0; rc == 0 && l < L; ++l) {
         (void)pb_profile_layer_rows(prof, l, &ly[l].rows);
@@ -472,60 +615,33 @@ int pb_cli_calibrate(int argc, char **argv) {
         }
     }
     pb_profile_destroy(prof);
-    /* Every schedule under both head modes. A schedule that refuses these
+    /* CAKE's weights from the preference; all zero (no prefix attention)
+     * leaves cake out. */
+    const int have_cake =
+        rc == 0 && pb_cake_weights(prep.cake_pref, L, cake_w, L) == PB_OK;
+    /* Every schedule under every head mode. A schedule that refuses these
      * values (kvfactory with a budget not above the window) is left out,
      * with a note. */
-    const pb_cli_sched_ctx ctx = {o.budget, L, scan.max_window,
-                                  scan.max_prompt, weights,
-                                  scan.max_window + 1u, scan.max_window + 1u};
+    const pb_cli_sched_ctx ctx = {o.budget, L, o.recent, scan.max_prompt,
+                                  weights, o.recent + 1u, o.recent + 1u,
+                                  have_cake ? cake_w : NULL};
     char skipped[512] = "";
-    for (size_t a = 0; rc == 0 && a < n_all; ++a) {
-        cal_sched one;
-        memset(&one, 0, sizeof one);
-        one.s = all[a];
-        uint32_t *shares = (uint32_t *)calloc(L, sizeof *shares);
-        char why[160];
-        if (shares == NULL) {
+    for (size_t a = 0; rc == 0 && a < n_all; ++a)
+        if (add_rows(&all[a], &ctx, &prep, o.recent, sc, &n_sched, skipped,
+                     sizeof skipped) != 0) {
             snprintf(err, sizeof err, "out of memory");
             rc = 1;
-            break;
         }
-        if (pb_cli_sched_shares(&one.s, &ctx, shares, &one.total, &one.held,
-                                &one.used, why, sizeof why) != 0) {
-            const size_t used = strlen(skipped);
-            snprintf(skipped + used, sizeof skipped - used, "%s%s",
-                     used ? "; " : "", why);
-            free(shares);
-            continue;
-        }
-        for (int heads = PB_CAL_HEADS_UNIFORM;
-             rc == 0 && heads <= PB_CAL_HEADS_ADAPTIVE; ++heads) {
-            cal_sched *e = &sc[n_sched++];
-            *e = one;
-            e->heads = heads;
-            e->shares = (uint32_t *)malloc(L * sizeof *e->shares);
-            e->mass_sum = (double *)calloc(L, sizeof *e->mass_sum);
-            e->head_sum = (double *)calloc((size_t)L * H, sizeof *e->head_sum);
-            e->recall_sum = (double *)calloc((size_t)L * H, sizeof(double));
-            if (e->shares == NULL || e->mass_sum == NULL ||
-                e->head_sum == NULL || e->recall_sum == NULL) {
-                snprintf(err, sizeof err, "out of memory");
-                rc = 1;
-            } else {
-                memcpy(e->shares, shares, L * sizeof *shares);
-            }
-        }
-        free(shares);
-    }
-    if (rc == 0 && pb_cli_calibrate_measure(o.t.path, &scan, sc, n_sched,
-                                            recs, err, sizeof err) != 0)
+    const cal_measure_opts mo = {o.recent, 7u, o.progress > 0};
+    if (rc == 0 && pb_cli_calibrate_measure(o.t.path, &scan, &prep, &mo, sc,
+                                            n_sched, recs, err,
+                                            sizeof err) != 0)
         rc = 2;
     if (rc == 0) {
-        for (size_t s = 0; s < n_sched; ++s) summarise(&sc[s], recs, L, H);
+        pb_cli_calibrate_rank(sc, n_sched, recs, &prep, scan.future > 0u);
         for (uint32_t l = 0; l < L; ++l)
             for (uint32_t h = 0; h < H; ++h)
                 ly[l].records += recs[(size_t)l * H + h];
-        qsort(sc, n_sched, sizeof sc[0], cmp_sched);
         if (o.t.json) {
             if (print_json(&o, &scan, ly, weights, fit, sc, n_sched,
                            skipped) != 0)
@@ -540,14 +656,11 @@ int pb_cli_calibrate(int argc, char **argv) {
     } else {
         fprintf(stderr, "pyramidkv calibrate: %s\n", err);
     }
-    for (size_t s = 0; s < n_sched; ++s) {
-        free(sc[s].shares);
-        free(sc[s].mass_sum);
-        free(sc[s].head_sum);
-        free(sc[s].recall_sum);
-    }
+    free_rows(sc, n_sched);
+    pb_cli_calibrate_prep_free(&prep);
     free(ly);
     free(weights);
+    free(cake_w);
     free(recs);
     return rc;
 }

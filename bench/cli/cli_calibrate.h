@@ -1,9 +1,12 @@
 /*
- * cli_calibrate.h - what the two halves of `pyramidkv calibrate` share: one
- * allocation compared (a schedule and a head mode) and its results.
- * cli_calibrate.c owns the flags, the profile and the output;
- * cli_calibrate_measure.c replays the trace's prefill records through one
- * layer group per (layer, prompt) under every allocation.
+ * cli_calibrate.h - what the parts of `pyramidkv calibrate` share: one
+ * allocation compared (a schedule and a head mode) with its results, and
+ * what the preparing pass learns of the trace. cli_calibrate.c owns the
+ * flags and the tables, cli_calibrate_rank.c the summary and the order of
+ * the rows, cli_calibrate_prep.c the pass that finds every stream's
+ * prompts, the per-(layer, KV head) profile and CAKE's layer preference,
+ * and cli_calibrate_measure.c the pass that compresses every prompt of
+ * every layer under every allocation (docs/spec.md §18).
  */
 #ifndef PB_CLI_CALIBRATE_H
 #define PB_CLI_CALIBRATE_H
@@ -17,42 +20,109 @@
  * attend to most (the top 32, as replay's recall). */
 #define PB_CAL_TOP_K 32u
 
-/* How a layer's share is spread over its KV heads. */
+/* The prompt positions per (layer, KV head) the peak loss looks at: the
+ * few the later queries attend to most (a needle's digits). */
+#define PB_CAL_PEAK 8u
+
+/* How a layer's share is spread over its heads. */
 enum {
     PB_CAL_HEADS_UNIFORM = 0,  /* every head keeps the share */
-    PB_CAL_HEADS_ADAPTIVE = 1  /* one pool of heads x share (docs/spec.md
+    PB_CAL_HEADS_ADAPTIVE = 1, /* one pool of heads x share (docs/spec.md
                                   §16, Ada-KV's floor of 200 permille) */
+    PB_CAL_HEADS_SHARES = 2    /* fixed per-head shares from the trace's
+                                  per-(layer, KV head) profile (§17.3) */
 };
 
 typedef struct cal_sched {
     pb_cli_sched s;
-    int heads;          /* PB_CAL_HEADS_UNIFORM or _ADAPTIVE */
+    int heads;          /* PB_CAL_HEADS_* */
     uint32_t *shares;   /* per layer: the per-head share */
+    uint32_t *head_shares; /* per (layer, KV head), PB_CAL_HEADS_SHARES */
     double *mass_sum;   /* per layer, over its prefill records */
     double *head_sum;   /* per (layer, KV head), over its records */
     double *recall_sum; /* per (layer, KV head): heavy-hitter recall */
+    double *pmass;      /* per (prompt, layer, KV head): retained mass */
+    double *precall;    /* per (prompt, layer, KV head): recall; the sums
+                           above add these in prompt order */
+    double *lost;       /* per (prompt, layer, KV head): future attention
+                           on evicted prompt positions */
+    double *seen;       /* per (prompt, layer, KV head): all future
+                           attention (0: no future record) */
+    double *peak_lost;  /* per (prompt, layer, KV head): the future rows'
+                           attention on their PB_CAL_PEAK most attended
+                           prompt positions, on those evicted */
+    double *peak_all;   /* ... on all of those */
+    double peak;        /* peak loss: per prompt, peak_lost over peak_all
+                           pooled over (layer, KV head); mean over prompts;
+                           the figure the rows are ranked by */
+    double peak_se;
+    size_t n_cells;     /* prompts x layers x KV heads */
     uint64_t total;     /* the shares' sum */
-    uint64_t held;      /* the positions held: max(share, window + 1) each */
+    uint64_t held;      /* the positions held: max(share, recent + 1) each */
     uint32_t used;      /* the budget the schedule ran at (equal memory) */
     double mass;        /* retained mass: mean over (layer, KV head) */
     double recall;      /* heavy-hitter recall: mean over (layer, KV head) */
     double worst;       /* the lowest (layer, KV head) mean recall */
     uint32_t worst_layer, worst_head;
+    double loss;        /* worst-head loss: mean over prompts of the
+                           prompt's largest (layer, KV head) lost / seen */
+    double loss_mean;   /* lost / seen, mean over (prompt, layer, KV head) */
+    double loss_se;     /* standard error of loss over the prompts */
+    double *prompt_loss; /* per prompt: its peak loss (-1: no future rows) */
+    double gap_se;      /* paired standard error against the top row */
+    int tied;           /* within 2 gap_se of the top row */
 } cal_sched;
 
-/* Every prefill record of the trace at `path` under every allocation:
- * consecutive records of one layer with the same rows, query and length
- * (one prompt's KV heads) are compressed together by one layer group
- * (pb_kvcache_group_prefill; per-head uniform is the group with a floor of
- * 1000 permille), and each record's retained mass - the attention its
- * window rows put on its head's kept positions over their attention on
- * every position they see - is added to mass_sum[layer] and
- * head_sum[layer * kv_heads + head], and its heavy-hitter recall - the
- * share of its PB_CAL_TOP_K heavy hitters kept - to recall_sum[layer *
- * kv_heads + head]. records[layer * kv_heads + head] counts the records.
- * Returns 0, or -1 with a message. */
+/* The preparing pass's findings (cli_calibrate_prep.c). A stream is one
+ * (layer, KV head, query head slot) of the trace; slot G stands for the
+ * reduced group (query head 0xFFFFFFFF). */
+typedef struct cal_prep {
+    uint32_t layers, kv_heads, slots; /* slots = group size + 1 */
+    uint32_t *n_pre, *n_fut; /* per stream: prefill and future records */
+    uint32_t prompts;        /* the most prefill records of one stream */
+    pb_profile *head_prof;   /* profile layer l * kv_heads + h: the window
+                                rows of KV head h of layer l */
+    double *cake_pref;       /* per layer: CAKE's preference, the mean over
+                                the layer's prompts */
+} cal_prep;
+
+/* The measuring options. */
+typedef struct cal_measure_opts {
+    uint32_t recent;  /* the recent window every head keeps */
+    uint32_t kernel;  /* pooling width */
+    int progress;     /* a progress line on stderr */
+} cal_measure_opts;
+
+/* Reads the trace: stream counts, the head profile (every prefill row of
+ * KV head h of layer l, over the keys its query sees, into profile layer l
+ * * H + h) and CAKE's preference with temperatures tau1, tau2. 0, or -1
+ * with a message naming the record. */
+int pb_cli_calibrate_prep(const char *path, const pb_cli_scan *scan,
+                          double tau1, double tau2, cal_prep *out, char *err,
+                          size_t err_len);
+void pb_cli_calibrate_prep_free(cal_prep *p);
+
+/* The stream of a record: ((layer * KV heads + head) * slots + slot). */
+uint32_t pb_cli_calibrate_stream(const cal_prep *p, const pb_tr_record *rec);
+
+/* Every prompt of every layer - prompt k of layer l is the k-th prefill
+ * record of each of the layer's streams - compressed together by one
+ * layer group under every allocation, with the window figures (recall,
+ * mass) and, where the streams have future records, the future loss
+ * added to each allocation's sums. records[layer * kv_heads + head]
+ * counts the prefill records. Returns 0, or -1 with a message. */
 int pb_cli_calibrate_measure(const char *path, const pb_cli_scan *scan,
-                             cal_sched *sc, size_t n_sched,
-                             uint64_t *records, char *err, size_t err_len);
+                             const cal_prep *prep,
+                             const cal_measure_opts *mo, cal_sched *sc,
+                             size_t n_sched, uint64_t *records, char *err,
+                             size_t err_len);
+
+/* The figures of every allocation from its sums, then the rows in their
+ * order (docs/spec.md §18.5): by peak loss when the trace has future
+ * records, else by recall. */
+void pb_cli_calibrate_rank(cal_sched *sc, size_t n_sched, const uint64_t *recs,
+                           const cal_prep *prep, int have_future);
+
+const char *pb_cli_calibrate_heads_name(int heads);
 
 #endif /* PB_CLI_CALIBRATE_H */

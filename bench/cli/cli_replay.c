@@ -527,7 +527,7 @@ int pb_cli_replay(int argc, char **argv) {
     const pb_cli_sched_ctx ctx = {o.budget, L,
                                   scan.max_window ? scan.max_window : 8u,
                                   scan.max_prompt, weights, o.recent + 1u,
-                                  o.recent + 1u};
+                                  o.recent + 1u, NULL};
     if (rc == 0 &&
         pb_cli_sched_shares(&o.sched, &ctx, shares, &share_total, &held_total,
                             &used_budget, err, sizeof err) != 0)

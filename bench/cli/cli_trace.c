@@ -142,7 +142,10 @@ static int dump(const char *path) {
                 "record %llu %s layer %u head %u qhead %lld query %u rows %u "
                 "length %u dtype %s\n",
                 (unsigned long long)rec.index,
-                rec.kind == PB_TR_PREFILL ? "prefill" : "decode", rec.layer,
+                rec.kind == PB_TR_PREFILL  ? "prefill"
+                : rec.kind == PB_TR_DECODE ? "decode"
+                                           : "future",
+                rec.layer,
                 rec.head,
                 rec.qhead == PB_TR_GROUP_REDUCED ? -1LL : (long long)rec.qhead,
                 rec.query, rec.rows, rec.length,
@@ -171,7 +174,7 @@ static int summary(const char *path) {
     if (pb_tr_reader_open_file(path, &r, err, sizeof err) != 0)
         return pb_cli_trace_error("trace", path, err);
     const pb_tr_shape s = *pb_tr_reader_shape(r);
-    uint64_t n[3] = {0, 0, 0}, values = 0, bytes = 0;
+    uint64_t n[4] = {0, 0, 0, 0}, values = 0, bytes = 0;
     uint64_t f16 = 0, reduced = 0;
     uint32_t max_len = 0;
     uint32_t *per_layer = (uint32_t *)calloc(s.num_layers, sizeof *per_layer);
@@ -200,12 +203,13 @@ static int summary(const char *path) {
     for (uint32_t l = 0; l < s.num_layers; ++l) measured += per_layer[l] != 0u;
     free(per_layer);
     printf("trace %s: version %u, %u layers, %u KV heads, %u query heads per "
-           "group\n", path, PB_TR_VERSION, s.num_layers, s.num_kv_heads,
+           "group\n", path, s.version, s.num_layers, s.num_kv_heads,
            s.group_size);
-    printf("records: %llu prefill, %llu decode (%llu float16, %llu of a "
-           "reduced group); %u of %u layers present\n",
+    printf("records: %llu prefill, %llu decode, %llu future (%llu float16, "
+           "%llu of a reduced group); %u of %u layers present\n",
            (unsigned long long)n[PB_TR_PREFILL],
-           (unsigned long long)n[PB_TR_DECODE], (unsigned long long)f16,
+           (unsigned long long)n[PB_TR_DECODE],
+           (unsigned long long)n[PB_TR_FUTURE], (unsigned long long)f16,
            (unsigned long long)reduced, measured, s.num_layers);
     printf("values: %llu (%.1f MiB of payload), longest row %u keys; every "
            "checksum verified\n", (unsigned long long)values,

@@ -68,8 +68,10 @@ int pb_cli_scan_trace(const char *path, pb_cli_scan *out, char *err,
             out->prefill += 1u;
             if (rec.rows > out->max_window) out->max_window = rec.rows;
             if (rec.length > out->max_prompt) out->max_prompt = rec.length;
-        } else {
+        } else if (rec.kind == PB_TR_DECODE) {
             out->decode += 1u;
+        } else {
+            out->future += 1u;
         }
         out->rows += rec.rows;
         if (rec.length > out->max_len) out->max_len = rec.length;
@@ -108,6 +110,7 @@ int pb_cli_profile_trace(const char *path, const pb_cli_scan *scan,
     const float *v;
     int got;
     while ((got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
+        if (rec.kind == PB_TR_FUTURE) continue; /* scored, not profiled */
         for (uint32_t j = 0; j < rec.rows; ++j) {
             /* Row j's query sits at query + j and sees keys 0 .. that. */
             const size_t seen = (size_t)rec.query + j + 1u;
@@ -177,7 +180,7 @@ size_t pb_cli_sched_all(pb_cli_sched *out, size_t cap) {
         {PB_SCHEDULE_ARITHMETIC, 4u}, {PB_SCHEDULE_ARITHMETIC, 8u},
         {PB_SCHEDULE_KVFACTORY, 4u}, {PB_SCHEDULE_KVFACTORY_BALANCED, 4u},
         {PB_SCHEDULE_TAPER, 4u},     {PB_SCHEDULE_CURVE, 4u},
-        {PB_SCHEDULE_PROFILE, 4u},
+        {PB_SCHEDULE_PROFILE, 4u},   {PB_SCHEDULE_CAKE, 4u},
     };
     size_t n = 0;
     for (; n < sizeof all / sizeof all[0] && n < cap; ++n)
@@ -196,7 +199,7 @@ static pb_status shares_at(const pb_cli_sched *s, const pb_cli_sched_ctx *c,
     sc.ratio = s->ratio;
     if (c->window > 0u) sc.window = c->window;
     sc.prompt_len = c->prompt_len;
-    sc.weights = c->weights;
+    sc.weights = s->kind == PB_SCHEDULE_CAKE ? c->cake_weights : c->weights;
     sc.min_share = c->min_share < budget ? c->min_share : budget;
     const pb_status st =
         pb_kvcache_schedule_shares(&sc, shares, c->layers, total);

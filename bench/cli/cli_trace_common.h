@@ -42,7 +42,7 @@ int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
 /* What a first pass over a trace finds. */
 typedef struct pb_cli_scan {
     pb_tr_shape shape;
-    uint64_t prefill, decode; /* records */
+    uint64_t prefill, decode, future; /* records */
     uint64_t rows;            /* rows of both kinds */
     uint32_t max_len;         /* longest row, in keys */
     uint32_t max_window;      /* most rows in a prefill record */
@@ -79,19 +79,21 @@ int pb_cli_sched_parse(const char *text, pb_cli_sched *out);
 
 /* The schedules `calibrate` compares, in its order: uniform,
  * arithmetic:2, :4, :8, kvfactory, kvfactory-balanced, taper, curve:4,
- * profile. */
+ * profile, cake. */
 size_t pb_cli_sched_all(pb_cli_sched *out, size_t cap);
 
 /* What a schedule needs beyond its kind: the average budget, the layers,
- * the observation window (kvfactory's w), the prompt length (kvfactory's
- * q, 0 if unknown), the profile weights, the profile's min_share, and the
- * floor: the fewest positions a layer holds whatever its share (the
- * policy's recent window + 1, docs/spec.md §3.2; 0 for none). */
+ * the window (kvfactory's and cake's w), the prompt length (kvfactory's
+ * and cake's q, 0 if unknown), the profile weights, the profile's
+ * min_share, the floor: the fewest positions a layer holds whatever its
+ * share (the policy's recent window + 1, docs/spec.md §3.2; 0 for none),
+ * and cake's weights (NULL: cake is refused). */
 typedef struct pb_cli_sched_ctx {
     uint32_t budget, layers, window, prompt_len;
     const uint32_t *weights;
     uint32_t min_share;
     uint32_t floor;
+    const uint32_t *cake_weights;
 } pb_cli_sched_ctx;
 
 /* Every layer's share by pb_kvcache_schedule_shares, written to

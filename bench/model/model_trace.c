@@ -1,19 +1,23 @@
 /*
- * model_trace.c - records an attention trace (docs/trace_format.md) of the
- * bench model (docs/model.md) on its own kind of prompt: pass-key prompts
- * of held-out text (pkm_prompt.h; the needle at depths 0, 1/4, 1/2, 3/4, 1
- * in turn), each run through the full cache, the observation window's
- * rows - the last --obs tokens, the question - written as one prefill
- * record per (layer, KV head), the group's query heads reduced to their
- * mean (query head 0xFFFFFFFF), as the bench model's SnapKV integration
- * reduces them. `pyramidkv calibrate` reads the result (docs/calibrate.md,
- * "On the bench model").
+ * model_trace.c - records an attention trace (docs/trace_format.md,
+ * version 2) of the bench model (docs/model.md) on its own kind of prompt:
+ * pass-key prompts of held-out text (pkm_prompt.h; the needle at depths 0,
+ * 1/4, 1/2, 3/4, 1 in turn) followed by their answer, each run through the
+ * full cache. Per (layer, KV head), the group's query heads reduced to
+ * their mean (query head 0xFFFFFFFF) as the bench model's SnapKV
+ * integration reduces them: one prefill record, the last --obs rows of the
+ * part that is compressed, and one future record, the rows of every token
+ * after it. --protocol aware compresses the whole prompt (the question in
+ * the window; the future is the answer), agnostic the context only (the
+ * future is the question and the answer), as model_eval's two protocols
+ * do. `pyramidkv calibrate` reads the result (docs/calibrate.md).
  *
- *   model_trace --out FILE [--prompts N] [--ctx N] [--obs N] [--seed S]
- *               [--model FILE] [--text FILE]
+ *   model_trace --out FILE [--prompts N] [--protocol aware|agnostic]
+ *               [--ctx N] [--obs N] [--seed S] [--model FILE] [--text FILE]
  *
- * The prompts are drawn with their own seed (default 7), not the
- * evaluation's. Exit 0, 1 on a failure, 2 on bad usage.
+ * The prompts are drawn with their own seed (default 7) and stream, never
+ * model_eval's (eval_prompts.c seeds its own). Exit 0, 1 on a failure, 2
+ * on bad usage.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +34,15 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: model_trace --out FILE [--prompts N] [--ctx N] [--obs N]\n"
-            "                   [--seed S] [--model FILE] [--text FILE]\n"
-            "Records the observation-window attention of the bench model on\n"
-            "pass-key prompts as a trace file (defaults: 20 prompts, ctx 512,\n"
-            "obs 16, seed 7).\n");
+            "usage: model_trace --out FILE [--prompts N] [--protocol P]\n"
+            "                   [--ctx N] [--obs N] [--seed S] [--model FILE]\n"
+            "                   [--text FILE]\n"
+            "Records the attention of the bench model on pass-key prompts as\n"
+            "a trace file: the observation window of the compressed part and\n"
+            "the rows of every later token (defaults: 20 prompts, protocol\n"
+            "aware - the question compressed with the context; agnostic -\n"
+            "the context compressed before the question - ctx 512, obs 16,\n"
+            "seed 7).\n");
     return 2;
 }
 
@@ -43,6 +51,7 @@ int main(int argc, char **argv)
     const char *out = NULL, *model = PKM_DATA_DIR "/model.pkvm";
     const char *text_path = PKM_DATA_DIR "/heldout.txt";
     unsigned long prompts = 20, ctx = 512, obs = 16, seed = 7;
+    int agnostic = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc) return usage();
@@ -53,6 +62,9 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--text")) text_path = v;
+        else if (!strcmp(a, "--protocol") && !strcmp(v, "aware")) agnostic = 0;
+        else if (!strcmp(a, "--protocol") && !strcmp(v, "agnostic"))
+            agnostic = 1;
         else if (!strcmp(a, "--prompts") && num && n >= 1 && n <= 100000)
             prompts = n;
         else if (!strcmp(a, "--ctx") && num) ctx = n;
@@ -75,26 +87,36 @@ int main(int argc, char **argv)
     }
     size_t text_len = 0;
     unsigned char *text = pkm_read_file(text_path, &text_len);
+    /* The sequence: the prompt, then the answer's digits; P positions are
+     * compressed, F follow. */
     const uint32_t len = (uint32_t)ctx - 1u - PKM_KEY_DIGITS, W = (uint32_t)obs;
+    const uint32_t T = len + PKM_KEY_DIGITS;
+    const uint32_t P = agnostic ? len - PKM_QUESTION_LEN : len, F = T - P;
     const uint32_t g = mc->n_heads / mc->n_kv_heads;
     const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
-    const size_t block = (size_t)W * len;
+    const size_t block = (size_t)(W + F) * T;
     pkm_slot *full = calloc(n_slots, sizeof *full);
     float *rows = malloc(LH * block * sizeof(float));
     float *red = malloc(block * sizeof(float));
+    float *pre = malloc((size_t)W * P * sizeof(float));
     float *step = malloc(LH * m.rope_len * sizeof(float));
-    unsigned char *buf = malloc(len);
+    unsigned char *buf = malloc(T);
     pb_tr_writer *w = NULL;
     int rc = 1;
-    if (!text || !full || !rows || !red || !step || !buf) {
+    if (P <= W) {
+        fprintf(stderr, "model_trace: --obs %lu leaves nothing to compress\n",
+                obs);
+        goto done;
+    }
+    if (!text || !full || !rows || !red || !pre || !step || !buf) {
         fprintf(stderr, "model_trace: out of memory or no text %s\n",
                 text_path);
         goto done;
     }
     for (size_t s = 0; s < n_slots; s++)
-        if (pkm_slot_init(&full[s], len, mc->head_dim) != 0) goto done;
-    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g};
+        if (pkm_slot_init(&full[s], T, mc->head_dim) != 0) goto done;
+    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g, 2u};
     if (pb_tr_writer_open(out, &shape, &w, err, sizeof err) != 0) {
         fprintf(stderr, "model_trace: %s\n", err);
         goto done;
@@ -105,7 +127,8 @@ int main(int argc, char **argv)
         char key[PKM_KEY_DIGITS + 1];
         if (pkm_needle_prompt(text, text_len, len, depths[p % N_DEPTHS], &rng,
                               buf, key) != 0 ||
-            pkm_prefill_full(&m, full, buf, len, rows, W, NULL, step) != 0) {
+            (memcpy(buf + len, key, PKM_KEY_DIGITS),
+             pkm_prefill_full(&m, full, buf, T, rows, W + F, NULL, step)) != 0) {
             fprintf(stderr, "model_trace: prompt %lu failed\n", p);
             goto done;
         }
@@ -117,6 +140,11 @@ int main(int argc, char **argv)
                                            PB_HEAD_REDUCE_MEAN,
                                            red) != PB_OK)
                     goto done;
+                /* The window rows over the P compressed keys, then the
+                 * future rows over all T. */
+                for (uint32_t j = 0; j < W; j++)
+                    memcpy(pre + (size_t)j * P, red + (size_t)j * T,
+                           P * sizeof *pre);
                 pb_tr_record rec;
                 memset(&rec, 0, sizeof rec);
                 rec.kind = PB_TR_PREFILL;
@@ -124,10 +152,17 @@ int main(int argc, char **argv)
                 rec.layer = l;
                 rec.head = kv;
                 rec.qhead = 0xFFFFFFFFu;
-                rec.query = len - W;
+                rec.query = P - W;
                 rec.rows = W;
-                rec.length = len;
-                if (pb_tr_writer_add(w, &rec, red, err, sizeof err) != 0) {
+                rec.length = P;
+                pb_tr_record fut = rec;
+                fut.kind = PB_TR_FUTURE;
+                fut.query = P;
+                fut.rows = F;
+                fut.length = T;
+                if (pb_tr_writer_add(w, &rec, pre, err, sizeof err) != 0 ||
+                    pb_tr_writer_add(w, &fut, red + (size_t)W * T, err,
+                                     sizeof err) != 0) {
                     fprintf(stderr, "model_trace: %s\n", err);
                     goto done;
                 }
@@ -144,6 +179,7 @@ done:
     free(full);
     free(rows);
     free(red);
+    free(pre);
     free(step);
     free(buf);
     free(text);

@@ -121,8 +121,15 @@ static void say(char *err, size_t len, const char *fmt, ...) {
  * (without the record prefix). */
 static int check_fields(const pb_tr_shape *s, const pb_tr_record *r,
                         char *err, size_t len) {
-    if (r->kind != PB_TR_PREFILL && r->kind != PB_TR_DECODE) {
-        say(err, len, "unknown record kind %u (1 prefill, 2 decode)", r->kind);
+    if (r->kind == PB_TR_FUTURE && s->version < 2u) {
+        say(err, len, "record kind 3 (future rows) needs trace version 2, "
+            "the header says version %u", s->version);
+        return -1;
+    }
+    if (r->kind != PB_TR_PREFILL && r->kind != PB_TR_DECODE &&
+        r->kind != PB_TR_FUTURE) {
+        say(err, len, "unknown record kind %u (1 prefill, 2 decode, 3 future)",
+            r->kind);
         return -1;
     }
     if (r->dtype != PB_TR_F32 && r->dtype != PB_TR_F16) {
@@ -161,9 +168,10 @@ static int check_fields(const pb_tr_shape *s, const pb_tr_record *r,
         if (r->rows == 0u || r->rows > PB_TR_MAX_ROWS ||
             (uint64_t)r->query + r->rows != r->length) {
             say(err, len,
-                "a prefill record has 1 .. %u rows and query + rows == length "
-                "(rows %u, query %u, length %u)", PB_TR_MAX_ROWS, r->rows,
-                r->query, r->length);
+                "a %s record has 1 .. %u rows and query + rows == length "
+                "(rows %u, query %u, length %u)",
+                r->kind == PB_TR_FUTURE ? "future" : "prefill", PB_TR_MAX_ROWS,
+                r->rows, r->query, r->length);
             return -1;
         }
         if ((uint64_t)r->rows * r->length > PB_TR_MAX_VALUES) {
@@ -233,10 +241,10 @@ int pb_tr_reader_open(pb_tr_read_fn read, void *ctx, pb_tr_reader **out,
                  "truncated header: %zu of at least %u bytes", got,
                  PB_TR_HEADER_MIN);
         bad = buf;
-    } else if (get32(h + 8) != PB_TR_VERSION) {
+    } else if (get32(h + 8) == 0u || get32(h + 8) > PB_TR_VERSION) {
         snprintf(buf, sizeof buf,
-                 "unsupported trace version %u (this reader reads version %u)",
-                 get32(h + 8), PB_TR_VERSION);
+                 "unsupported trace version %u (this reader reads versions 1 "
+                 "and %u)", get32(h + 8), PB_TR_VERSION);
         bad = buf;
     } else {
         const uint32_t hsize = get32(h + 12);
@@ -255,6 +263,7 @@ int pb_tr_reader_open(pb_tr_read_fn read, void *ctx, pb_tr_reader **out,
             r->shape.num_layers = get32(h + 16);
             r->shape.num_kv_heads = get32(h + 20);
             r->shape.group_size = get32(h + 24);
+            r->shape.version = get32(h + 8);
             int zero = 1;
             for (size_t i = 28; i < hsize - 4u; ++i) zero &= h[i] == 0u;
             if (r->shape.num_layers == 0u ||
@@ -516,10 +525,11 @@ int pb_tr_writer_open(const char *path, const pb_tr_shape *shape,
         return -1;
     }
     w->shape = *shape;
+    w->shape.version = shape->version == 2u ? 2u : 1u;
     unsigned char h[PB_TR_HEADER_MIN];
     memset(h, 0, sizeof h);
     memcpy(h, MAGIC, 8);
-    put32(h + 8, PB_TR_VERSION);
+    put32(h + 8, w->shape.version);
     put32(h + 12, PB_TR_HEADER_MIN);
     put32(h + 16, shape->num_layers);
     put32(h + 20, shape->num_kv_heads);

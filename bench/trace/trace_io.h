@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PB_TR_VERSION 1u
-#define PB_TR_HEADER_MIN 40u  /* the version-1 header */
+#define PB_TR_VERSION 2u      /* the newest version this code reads */
+#define PB_TR_HEADER_MIN 40u  /* the version-1 and version-2 header */
 #define PB_TR_HEADER_MAX 4096u
 #define PB_TR_RECORD_HEAD 36u 
 #define PB_TR_MAX_LAYERS 65536u
@@ -28,7 +28,9 @@
 #define PB_TR_MAX_VALUES 67108864u   /* values per record, 2^26 */
 #define PB_TR_GROUP_REDUCED 0xFFFFFFFFu /* qhead of a reduced group */
 
-enum { PB_TR_PREFILL = 1, PB_TR_DECODE = 2 };
+/* Record kinds. PB_TR_FUTURE (version 2): the rows of the queries that
+ * follow a compressed prompt (docs/trace_format.md). */
+enum { PB_TR_PREFILL = 1, PB_TR_DECODE = 2, PB_TR_FUTURE = 3 };
 enum { PB_TR_F32 = 1, PB_TR_F16 = 2 };
 
 /* The model shape of the header. */
@@ -36,12 +38,15 @@ typedef struct pb_tr_shape {
     uint32_t num_layers;
     uint32_t num_kv_heads;
     uint32_t group_size; /* query heads per KV head */
+    uint32_t version;    /* 1 or 2 (the reader sets it; the writer writes
+                            version 2 when it is 2, else version 1) */
 } pb_tr_shape;
 
 /* One data record. Prefill: rows observation-window rows, row j the query
  * at position query + j over keys 0 .. length-1 (query + rows == length).
  * Decode: one row, the query at position query over keys 0 .. query
- * (length == query + 1). */
+ * (length == query + 1). Future: as prefill, the rows of the queries just
+ * after the stream's prompt (query == that prompt's length). */
 typedef struct pb_tr_record {
     uint32_t kind;  /* PB_TR_PREFILL or PB_TR_DECODE */
     uint32_t dtype; /* PB_TR_F32 or PB_TR_F16 */

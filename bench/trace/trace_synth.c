@@ -105,7 +105,7 @@ int pb_trs_write(const char *path, const pb_trs_params *p, char *err,
             }
         }
     }
-    const pb_tr_shape shape = {p->layers, p->kv_heads, groups};
+    const pb_tr_shape shape = {p->layers, p->kv_heads, groups, 1u};
     pb_tr_writer *wr = NULL;
     int rc = pb_tr_writer_open(path, &shape, &wr, err, err_len);
     pb_tr_record rec;

@@ -78,6 +78,19 @@ static void put32(unsigned char *p, uint32_t v) {
 }
 
 /* Every command that reads a trace refuses `path` with `want`. */
+/* One line on stderr, nothing on stdout, status 2, naming `want`. */
+static void expect_one_line(const char *args, const char *want) {
+    static run_out r;
+    run(args, &r);
+    if (r.status != 2 || r.out[0] != '\0' || strstr(r.err, want) == NULL)
+        fail_msg("'%s': status %d, stdout '%.80s', stderr '%s' (want '%s')",
+                 args, r.status, r.out, r.err, want);
+    const char *nl = strchr(r.err, '\n');
+    assert_non_null(nl);
+    assert_true(nl[1] == '\0');
+    assert_true(strncmp(r.err, "pyramidkv ", 10) == 0);
+}
+
 static void expect_refused(const char *path, const char *want) {
     const char *cmds[] = {
         "trace %s", "trace %s --dump", "calibrate %s", "calibrate %s --json",
@@ -86,16 +99,7 @@ static void expect_refused(const char *path, const char *want) {
     for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; ++c) {
         char args[512];
         snprintf(args, sizeof args, cmds[c], path);
-        static run_out r;
-        run(args, &r);
-        if (r.status != 2 || r.out[0] != '\0' || strstr(r.err, want) == NULL)
-            fail_msg("'%s': status %d, stdout '%.80s', stderr '%s' (want '%s')",
-                     args, r.status, r.out, r.err, want);
-        /* One line: the only newline is the last character. */
-        const char *nl = strchr(r.err, '\n');
-        assert_non_null(nl);
-        assert_true(nl[1] == '\0');
-        assert_true(strncmp(r.err, "pyramidkv ", 10) == 0);
+        expect_one_line(args, want);
     }
 }
 
@@ -131,11 +135,11 @@ static void malformed_files(void **state) {
     expect_refused("tc_bad.trace", "not a pyramidkv trace (bad magic)");
 
     memcpy(buf, good, n);
-    put32(buf + 8, 2u);
+    put32(buf + 8, 3u);
     put32(buf + 36, pb_tr_crc32(0u, buf, 36u));
     spit("tc_bad.trace", buf, n);
-    expect_refused("tc_bad.trace",
-                   "unsupported trace version 2 (this reader reads version 1)");
+    expect_refused("tc_bad.trace", "unsupported trace version 3 (this reader "
+                                   "reads versions 1 and 2)");
 
     memcpy(buf, good, n);
     put32(buf + 12, 1u << 20);
@@ -171,15 +175,17 @@ static void calibrate_recommends_by_profile(void **state) {
     recommendation(r.out, name, shape);
     print_message("funnel trace: %s (%s)\n", name, shape);
     assert_non_null(strstr(r.out, "(funnel profile)"));
-    /* Every schedule of docs/spec.md §12 is compared under both head
-     * modes, at equal memory: no total above 32 x the budget; best first by
-     * heavy-hitter recall, the recommendation the first row; with one KV
-     * head a layer group is that head, so both modes measure the same. */
+    /* Every schedule of docs/spec.md §12, cake included, is compared under
+     * the three head modes, at equal memory: no total above 32 x the
+     * budget; best first by heavy-hitter recall (no future rows), the
+     * recommendation the first row; with one KV head a layer group is that
+     * head and its per-head share the layer's, so the modes measure the
+     * same. */
     const char *names[] = {"uniform", "arithmetic:2", "arithmetic:4",
                            "arithmetic:8", "kvfactory", "kvfactory-balanced",
-                           "taper", "curve:4", "profile"};
-    double mode_recall[9][2], mode_mass[9][2];
-    int seen[9][2];
+                           "taper", "curve:4", "profile", "cake"};
+    double mode_recall[10][3], mode_mass[10][3];
+    int seen[10][3];
     memset(seen, 0, sizeof seen);
     {
         unsigned budget = 0;
@@ -209,20 +215,24 @@ static void calibrate_recommends_by_profile(void **state) {
                 assert_string_equal(shp, shape);
                 first = 0;
             }
-            const int mode = strcmp(heads, "adaptive") == 0;
+            const int mode = strcmp(heads, "adaptive") == 0   ? 1
+                             : strcmp(heads, "shares") == 0 ? 2
+                                                            : 0;
             if (!mode) assert_string_equal(heads, "uniform");
-            for (size_t i = 0; i < 9; ++i)
+            for (size_t i = 0; i < 10; ++i)
                 if (strcmp(nm, names[i]) == 0) {
                     seen[i][mode] += 1;
                     mode_recall[i][mode] = recall;
                     mode_mass[i][mode] = mass;
                 }
         }
-        for (size_t i = 0; i < 9; ++i) {
-            if (seen[i][0] != 1 || seen[i][1] != 1)
+        for (size_t i = 0; i < 10; ++i) {
+            if (seen[i][0] != 1 || seen[i][1] != 1 || seen[i][2] != 1)
                 fail_msg("%s: not once per head mode", names[i]);
             assert_true(mode_recall[i][0] == mode_recall[i][1]);
             assert_true(mode_mass[i][0] == mode_mass[i][1]);
+            assert_true(mode_recall[i][0] == mode_recall[i][2]);
+            assert_true(mode_mass[i][0] == mode_mass[i][2]);
         }
     }
 
@@ -434,6 +444,56 @@ static void usage_errors(void **state) {
     assert_int_equal(r.status, 0);
 }
 
+/* Writes a version-2 trace of one layer and head: a prefill record of 2
+ * rows over `len` positions (none when len is 0) and a future record of 2
+ * rows from query `fq`. */
+static void write_future(const char *path, uint32_t len, uint32_t fq) {
+    char err[256];
+    const pb_tr_shape shape = {1u, 1u, 1u, 2u};
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(path, &shape, &w, err, sizeof err), 0);
+    float v[2 * 64];
+    for (int i = 0; i < 2 * 64; ++i) v[i] = 1.0f / 64.0f;
+    if (len != 0u) {
+        pb_tr_record p = {PB_TR_PREFILL, PB_TR_F32, 0u, 0u, 0u, len - 2u, 2u,
+                          len, 0, 0};
+        assert_int_equal(pb_tr_writer_add(w, &p, v, err, sizeof err), 0);
+    }
+    pb_tr_record f = {PB_TR_FUTURE, PB_TR_F32, 0u, 0u, 0u, fq, 2u, fq + 2u,
+                      0, 0};
+    assert_int_equal(pb_tr_writer_add(w, &f, v, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+}
+
+/* Future records that do not fit their prompt, and a budget no
+ * allocation fits: one line each, status 2. */
+static void calibrate_future_records(void **state) {
+    (void)state;
+    write_future("tc_future.trace", 0u, 30u);
+    expect_one_line("calibrate tc_future.trace",
+                    "no prefill record");
+    write_future("tc_future.trace", 30u, 29u);
+    expect_one_line("calibrate tc_future.trace --budget 8",
+                    "record 1 at byte 320: a future record starts at query "
+                    "29, its prompt (layer 0, prompt 0) has 30 positions");
+    write_future("tc_future.trace", 30u, 30u);
+    static run_out r;
+    run("calibrate tc_future.trace --budget 8", &r);
+    if (r.status != 0) fail_msg("status %d: %s", r.status, r.err);
+    assert_non_null(strstr(r.out, "1 future records"));
+    assert_non_null(strstr(r.out, "tie"));
+    expect_one_line("calibrate tc_future.trace --budget 2",
+                    "--budget 2 does not exceed the recent window 2");
+    expect_one_line("calibrate tc_future.trace --tau1 0", "--tau1 takes");
+    expect_one_line("calibrate tc_future.trace --progress maybe",
+                    "--progress takes on or off");
+    run("trace tc_future.trace", &r);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "version 2"));
+    assert_non_null(strstr(r.out, "1 future"));
+    remove("tc_future.trace");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_trace_cli PATH-TO-PYRAMIDKV\n");
@@ -447,6 +507,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(replay_any_record_order),
         cmocka_unit_test(directory_as_trace),
         cmocka_unit_test(calibrate_plot_off_stdout),
+        cmocka_unit_test(calibrate_future_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,7 +57,7 @@ static unsigned char *slurp(const char *path, size_t *n) {
  * rows over 5 keys, two decode rows (one float16, one of a reduced group). */
 static unsigned char *small_file(size_t *n) {
     const char *path = "test_trace_io_small.trace";
-    const pb_tr_shape shape = {2u, 2u, 2u};
+    const pb_tr_shape shape = {2u, 2u, 2u, 1u};
     pb_tr_writer *w = NULL;
     char err[256];
     assert_int_equal(pb_tr_writer_open(path, &shape, &w, err, sizeof err), 0);
@@ -126,7 +126,7 @@ static void float16_conversions(void **state) {
 static void round_trip(void **state) {
     (void)state;
     const char *path = "test_trace_io_rt.trace";
-    const pb_tr_shape shape = {3u, 1u, 1u};
+    const pb_tr_shape shape = {3u, 1u, 1u, 1u};
     char err[256];
     pb_tr_writer *w = NULL;
     assert_int_equal(pb_tr_writer_open(path, &shape, &w, err, sizeof err), 0);
@@ -224,10 +224,13 @@ static void wrong_magic_version_and_header_size(void **state) {
                  "not a pyramidkv trace (bad magic)");
 
     memcpy(g, f, n);
-    put32(g + 8, 2u);
-    put32(g + 36, pb_tr_crc32(0u, g, 36u)); /* a well-formed version 2 */
-    expect_error(g, n, "unsupported trace version 2 (this reader reads "
-                       "version 1)");
+    put32(g + 8, 3u);
+    put32(g + 36, pb_tr_crc32(0u, g, 36u)); /* a well-formed version 3 */
+    expect_error(g, n, "unsupported trace version 3 (this reader reads "
+                       "versions 1 and 2)");
+    put32(g + 8, 0u);
+    put32(g + 36, pb_tr_crc32(0u, g, 36u));
+    expect_error(g, n, "unsupported trace version 0");
 
     memcpy(g, f, n);
     put32(g + 12, 5000u); /* oversize header */
@@ -281,7 +284,8 @@ static void bad_fields_and_values(void **state) {
         int byte;
         const char *want;
     } cases[] = {
-        {4, 3u, 1, "unknown record kind 3"},
+        {4, 3u, 1, "record kind 3 (future rows) needs trace version 2"},
+        {4, 4u, 1, "unknown record kind 4"},
         {5, 9u, 1, "unknown value type 9"},
         {8, 2u, 0, "layer 2 is not below the 2 layers"},
         {12, 7u, 0, "KV head 7 is not below the 2 KV heads"},
@@ -307,8 +311,68 @@ static void bad_fields_and_values(void **state) {
     free(f);
 }
 
+/* Version 2: a future record (the queries after a prompt) reads back with
+ * its fields; a version-1 writer refuses one; its rows rule and the kind's
+ * version rule are each named by the reader. */
+static void version2_future_records(void **state) {
+    (void)state;
+    const char *path = "test_trace_io_v2.trace";
+    char err[256];
+    float block[15];
+    for (int i = 0; i < 15; ++i) block[i] = (float)(i + 1) * 0.0625f;
+    pb_tr_record f = {PB_TR_FUTURE, PB_TR_F32, 0u, 0u, 0u, 3u, 2u, 5u, 0, 0};
+    const pb_tr_shape v1 = {1u, 1u, 1u, 1u};
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(path, &v1, &w, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_add(w, &f, block, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs trace version 2"));
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+
+    const pb_tr_shape v2 = {1u, 1u, 1u, 2u};
+    assert_int_equal(pb_tr_writer_open(path, &v2, &w, err, sizeof err), 0);
+    pb_tr_record p = {PB_TR_PREFILL, PB_TR_F32, 0u, 0u, 0u, 1u, 2u, 3u, 0, 0};
+    assert_int_equal(pb_tr_writer_add(w, &p, block, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_add(w, &f, block, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+    size_t n = 0;
+    unsigned char *buf = slurp(path, &n);
+    remove(path);
+    membuf m = {buf, n, 0};
+    pb_tr_reader *r = NULL;
+    assert_int_equal(pb_tr_reader_open(mem_read, &m, &r, err, sizeof err), 0);
+    assert_int_equal(pb_tr_reader_shape(r)->version, 2u);
+    pb_tr_record got;
+    const float *v;
+    assert_int_equal(pb_tr_reader_next(r, &got, &v, err, sizeof err), 1);
+    assert_int_equal(pb_tr_reader_next(r, &got, &v, err, sizeof err), 1);
+    assert_int_equal(got.kind, PB_TR_FUTURE);
+    assert_int_equal(got.query, 3u);
+    assert_int_equal(got.rows, 2u);
+    assert_int_equal(got.length, 5u);
+    assert_memory_equal(v, block, 10u * sizeof *v);
+    assert_int_equal(pb_tr_reader_next(r, &got, &v, err, sizeof err), 0);
+    pb_tr_reader_close(r);
+
+    /* The future record (after the 40-byte header and the prefill record
+     * of 6 values) with query + rows != length. */
+    unsigned char *rec = buf + 40 + 36 + 6 * 4 + 4;
+    put32(rec + 20, 2u);
+    put32(rec + 32, pb_tr_crc32(0u, rec, 32u));
+    expect_error(buf, n, "record 1 at byte 104: a future record has 1 .. "
+                         "65536 rows and query + rows == length");
+    put32(rec + 20, 3u);
+    put32(rec + 32, pb_tr_crc32(0u, rec, 32u));
+    /* The same file labelled version 1: kind 3 is refused by name. */
+    put32(buf + 8, 1u);
+    put32(buf + 36, pb_tr_crc32(0u, buf, 36u));
+    expect_error(buf, n, "record 1 at byte 104: record kind 3 (future rows) "
+                         "needs trace version 2, the header says version 1");
+    free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(version2_future_records),
         cmocka_unit_test(crc32_known_value),
         cmocka_unit_test(float16_conversions),
         cmocka_unit_test(round_trip),

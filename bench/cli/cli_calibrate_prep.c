@@ -1,0 +1,139 @@
+/*
+ * cli_calibrate_prep.c - the preparing pass of `pyramidkv calibrate`: how
+ * many prefill and future records every stream holds (which fixes each
+ * layer's prompts, docs/spec.md §18.1), the per-(layer, KV head) profile
+ * that per-head shares come from, and CAKE's layer preference measured on
+ * the prompts (§18.2). Sums that cross records are kept per (stream,
+ * prompt) and added in stream order at the end, so the file's order of
+ * the streams changes no figure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_calibrate.h"
+#include "pyramidkv/pyramidkv.h"
+#include "trace_io.h"
+
+void pb_cli_calibrate_prep_free(cal_prep *p) {
+    free(p->n_pre);
+    free(p->n_fut);
+    free(p->cake_pref);
+    pb_profile_destroy(p->head_prof);
+    memset(p, 0, sizeof *p);
+}
+
+uint32_t pb_cli_calibrate_stream(const cal_prep *p, const pb_tr_record *rec) {
+    const uint32_t slot =
+        rec->qhead == PB_TR_GROUP_REDUCED ? p->slots - 1u : rec->qhead;
+    return (uint32_t)(((size_t)rec->layer * p->kv_heads + rec->head) *
+                      p->slots + slot);
+}
+
+/* Grows the per-(prompt, stream) H and V arrays to hold prompt k. */
+static int grow(double **hv, uint32_t *cap, uint32_t k, size_t streams) {
+    if (k < *cap) return 0;
+    const uint32_t want = k + 1u > 2u * *cap ? k + 1u : 2u * *cap;
+    double *n = (double *)realloc(*hv, (size_t)want * streams * 2u *
+                                           sizeof *n);
+    if (n == NULL) return -1;
+    memset(n + (size_t)*cap * streams * 2u, 0,
+           (size_t)(want - *cap) * streams * 2u * sizeof *n);
+    *hv = n;
+    *cap = want;
+    return 0;
+}
+
+int pb_cli_calibrate_prep(const char *path, const pb_cli_scan *scan,
+                          double tau1, double tau2, cal_prep *out, char *err,
+                          size_t err_len) {
+    memset(out, 0, sizeof *out);
+    const uint32_t L = scan->shape.num_layers, H = scan->shape.num_kv_heads;
+    out->layers = L;
+    out->kv_heads = H;
+    out->slots = scan->shape.group_size + 1u;
+    const size_t streams = (size_t)L * H * out->slots;
+    out->n_pre = (uint32_t *)calloc(streams, sizeof *out->n_pre);
+    out->n_fut = (uint32_t *)calloc(streams, sizeof *out->n_fut);
+    out->cake_pref = (double *)calloc(L, sizeof *out->cake_pref);
+    pb_profile_params pp = PB_PROFILE_PARAMS_DEFAULT;
+    pp.num_layers = L * H;
+    pp.max_len = scan->max_len;
+    double *hv = NULL; /* [prompt][stream][2]: CAKE's H and V per record */
+    uint32_t cap = 0;
+    pb_tr_reader *r = NULL;
+    int got = -1;
+    if (out->n_pre == NULL || out->n_fut == NULL || out->cake_pref == NULL)
+        snprintf(err, err_len, "out of memory");
+    else if ((uint64_t)L * H > PB_TR_MAX_LAYERS ||
+             pb_profile_create(&pp, NULL, &out->head_prof) != PB_OK)
+        snprintf(err, err_len, "a profile of %u x %u heads over %u keys "
+                 "does not fit", L, H, scan->max_len);
+    else if (pb_tr_reader_open_file(path, &r, err, err_len) == 0)
+        got = 1;
+    pb_tr_record rec;
+    const float *v;
+    while (got == 1 &&
+           (got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
+        const size_t s = pb_cli_calibrate_stream(out, &rec);
+        if (rec.kind == PB_TR_FUTURE) out->n_fut[s] += 1u;
+        if (rec.kind != PB_TR_PREFILL) continue;
+        const uint32_t k = out->n_pre[s]++;
+        if (k + 1u > out->prompts) out->prompts = k + 1u;
+        for (uint32_t j = 0; got == 1 && j < rec.rows; ++j) {
+            const pb_status st = pb_profile_add_row(
+                out->head_prof, rec.layer * H + rec.head,
+                v + (size_t)j * rec.length, (size_t)rec.query + j + 1u);
+            if (st != PB_OK && st != PB_ERR_WEIGHT) got = -1;
+        }
+        double h = 0.0, var = 0.0, p = 0.0;
+        if (got == 1 && rec.rows < rec.length &&
+            pb_cake_layer_preference(v, 1u, (size_t)rec.rows * rec.length,
+                                     rec.rows, rec.length, tau1, tau2, &h,
+                                     &var, &p) != PB_OK)
+            got = -1;
+        if (got == 1 && grow(&hv, &cap, k, streams) != 0) {
+            snprintf(err, err_len, "out of memory");
+            got = -1;
+            break;
+        }
+        if (got != 1) {
+            snprintf(err, err_len, "record %llu at byte %llu: its rows give "
+                     "no profile or CAKE preference",
+                     (unsigned long long)rec.index,
+                     (unsigned long long)rec.offset);
+            break;
+        }
+        hv[((size_t)k * streams + s) * 2u] = h;
+        hv[((size_t)k * streams + s) * 2u + 1u] = var;
+    }
+    pb_tr_reader_close(r);
+    /* P of (layer, prompt) from the sums over the layer's streams in
+     * stream order, then the mean over the layer's prompts. */
+    for (uint32_t l = 0; got == 0 && l < L; ++l) {
+        const size_t first = (size_t)l * H * out->slots;
+        double sum = 0.0;
+        uint32_t n = 0;
+        for (uint32_t k = 0; k < out->prompts; ++k) {
+            double hs = 0.0, vs = 0.0;
+            int any = 0;
+            for (size_t s = first; s < first + (size_t)H * out->slots; ++s) {
+                if (out->n_pre[s] <= k) continue;
+                hs += hv[((size_t)k * streams + s) * 2u];
+                vs += hv[((size_t)k * streams + s) * 2u + 1u];
+                any = 1;
+            }
+            if (!any) continue;
+            sum += pow(hs, 1.0 / tau1) * pow(vs, 1.0 / tau2);
+            n += 1u;
+        }
+        out->cake_pref[l] = n ? sum / n : 0.0;
+    }
+    free(hv);
+    if (got != 0) {
+        pb_cli_calibrate_prep_free(out);
+        return -1;
+    }
+    return 0;
+}
