@@ -5,7 +5,7 @@ torch reference logits the C logits test compares against.
 What this file owns: the little-endian weights format of docs/model.md
 (writer side) and the reference-logits file format (same document).
 
-  /usr/bin/python3 bench/model/export.py --ckpt /work/model-ckpt/last.pt \
+  /usr/bin/python3 bench/model/export.py --ckpt CKPT/last.pt \
       --out bench/model/data/model.pkvm --ref bench/model/data/ref_logits.bin \
       --heldout bench/model/data/heldout.txt
 
@@ -90,13 +90,15 @@ def write_ref(path, model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", default="/work/model-ckpt/last.pt")
+    ap.add_argument("--ckpt", help="a checkpoint, CKPT_DIR/last.pt")
     ap.add_argument("--out", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--heldout", help="also write the held-out text here")
     ap.add_argument("--random", choices=sorted(train.RECIPES),
                     help="a random-init model of this recipe, no checkpoint")
     args = ap.parse_args()
+    if not args.ckpt and not args.random:
+        ap.error("--ckpt or --random is required")
     torch.set_num_threads(1)
     if args.random:
         torch.manual_seed(7)

@@ -365,7 +365,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=sorted(RECIPES), default="m1")
-    ap.add_argument("--ckpt-dir", default="/work/model-ckpt")
+    ap.add_argument("--ckpt-dir", required="--bench" not in sys.argv)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
