@@ -5,10 +5,17 @@ torch reference logits the C logits test compares against.
 What this file owns: the little-endian weights format of docs/model.md
 (writer side) and the reference-logits file format (same document).
 
-  /usr/bin/python3 bench/model/export.py --ckpt /work/model-ckpt/last.pt \
+  /usr/bin/python3 bench/model/export.py --ckpt CKPT/last.pt \
       --out bench/model/data/model.pkvm --ref bench/model/data/ref_logits.bin \
       --heldout bench/model/data/heldout.txt
 
+  /usr/bin/python3 bench/model/export.py --random m2 \
+      --out bench/model/data/model2_init.pkvm --ref bench/model/data/ref2_init.bin
+
+--random RECIPE writes a random-init model of that recipe's shape instead
+(seed 7; every linear layer N(0, 1/fan_in), embeddings N(0, 1), norm
+weights 1 + U(-0.5, 0.5), so attention and logits are far from uniform):
+the runtime's logits test for a shape before trained weights exist.
 Both outputs come from the same weights, so the test always matches the
 committed model. Reference logits are computed in float32 on the CPU from
 the weights as written (they are float32 already: nothing is rounded).
@@ -83,15 +90,32 @@ def write_ref(path, model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", default="/work/model-ckpt/last.pt")
+    ap.add_argument("--ckpt", help="a checkpoint, CKPT_DIR/last.pt")
     ap.add_argument("--out", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--heldout", help="also write the held-out text here")
+    ap.add_argument("--random", choices=sorted(train.RECIPES),
+                    help="a random-init model of this recipe, no checkpoint")
     args = ap.parse_args()
+    if not args.ckpt and not args.random:
+        ap.error("--ckpt or --random is required")
     torch.set_num_threads(1)
-    st = torch.load(args.ckpt)
-    model = train.Model(st["config"])
-    model.load_state_dict(st["model"])
+    if args.random:
+        torch.manual_seed(7)
+        model = train.Model(train.RECIPES[args.random]["config"])
+        with torch.no_grad():
+            for n, t in model.named_parameters():
+                if n.endswith("norm.weight"):
+                    t.copy_(1.0 + torch.rand_like(t) - 0.5)
+                elif n == "emb.weight":
+                    t.normal_(0.0, 1.0)
+                else:
+                    t.normal_(0.0, t.shape[1] ** -0.5)
+        st = dict(step=0, tokens=0)
+    else:
+        st = torch.load(args.ckpt)
+        model = train.Model(st["config"])
+        model.load_state_dict(st["model"])
     model.eval()
     write_weights(args.out, model, st)
     write_ref(args.ref, model)

@@ -1,8 +1,8 @@
 /*
  * model_eval.c - the quality of libpyramidkv's cache management on a real
- * (small, trained) transformer at equal memory. For the chosen methods of
- * pkm_methods.c at the chosen average budgets (fractions of the context),
- * plus the full cache, it prints
+ * (small, trained) transformer at equal held positions. For the chosen
+ * methods of pkm_methods.c at the chosen average budgets (fractions of the
+ * context), plus the full cache, it prints
  *   - answer accuracy (greedy decode, exact match) on pass-key prompts cut
  *     from the held-out text or on the user's prompts (--prompts), under
  *     the query-aware protocol (the question is in the compressed prompt)
@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fputs(
 "usage: model_eval [options]\n"
 "Runs the bench/model transformer with libpyramidkv managing its K/V cache\n"
-"and prints, per method and budget at equal memory, the answer accuracy on\n"
+"and prints, per method and budget at equal held positions, the accuracy on\n"
 "pass-key prompts under two protocols, with the paired difference from\n"
 "uniform SnapKV (+- its standard error), and optionally held-out NLL.\n"
 "Without options: the quick comparison (uniform SnapKV, PyramidKV r=4 and\n"
@@ -51,7 +51,8 @@ static void usage(FILE *f)
 "                   (docs/quality.md, \"Your own prompts\")\n"
 "  --nll-samples N  held-out NLL windows (default 0; --full 8)\n"
 "  --seed N         prompt seed (default 1); calibration uses its own draws\n"
-"  --ctx N          context (default: the model's, 512); budgets are ctx/den\n"
+"  --ctx N          context (default: the model's, or with --prompts the\n"
+"                   longest prompt's, at least 96); budgets are ctx/den\n"
 "  --obs N --pool N --cadence N   observation window 16, pooling 7, evict\n"
 "                   every N decode steps (1)\n"
 "  --model FILE --text FILE       weights and held-out text (committed ones)\n"
@@ -231,6 +232,23 @@ int main(int argc, char **argv)
         return 1;
     }
     const pkm_config *mc = &m.c;
+    eval_prompt_set ps = {0};
+    uint32_t max_len = 0;
+    if (o.prompts) {
+        if (eval_prompts_read(&ps, o.prompts, m.rope_len - 8, err, sizeof err)) {
+            fprintf(stderr, "model_eval: %s\n", err);
+            return 2;
+        }
+        for (uint32_t i = 0; i < ps.n; i++)
+            if (ps.p[i].len + ps.p[i].ans_len + 8 > max_len)
+                max_len = ps.p[i].len + ps.p[i].ans_len + 8;
+    }
+    /* the context the budgets and the positions column are sized from:
+     * --ctx, else the longest prompt of a file (at least 96), else the
+     * model's */
+    for (uint32_t i = 0; !o.ctx && i < ps.n; i++)
+        if (ps.p[i].len > o.ctx) o.ctx = ps.p[i].len;
+    if (o.prompts && o.ctx && o.ctx < 96) o.ctx = 96;
     if (!o.ctx) o.ctx = mc->max_ctx;
     if (!o.nll_prompt) o.nll_prompt = o.ctx / 2;
     if (!o.nll_decode) o.nll_decode = o.ctx - o.nll_prompt;
@@ -253,20 +271,11 @@ int main(int argc, char **argv)
         return 1;
     }
     const uint32_t plen = o.ctx - 6; /* built-in prompt: 5 digits + 1 fit */
-    eval_prompt_set ps = {0};
-    uint32_t max_len = o.ctx + 8;
+    if (max_len < o.ctx + 8) max_len = o.ctx + 8;
     /* the prompts' draws, then the NLL windows' (as in every earlier
      * version of this program: --full draws the same windows) */
     uint64_t rng = o.seed * 0x100000001B3ull + 17;
-    if (o.prompts) {
-        if (eval_prompts_read(&ps, o.prompts, m.rope_len - 8, err, sizeof err)) {
-            fprintf(stderr, "model_eval: %s\n", err);
-            return 2;
-        }
-        for (uint32_t i = 0; i < ps.n; i++)
-            if (ps.p[i].len + ps.p[i].ans_len + 8 > max_len)
-                max_len = ps.p[i].len + ps.p[i].ans_len + 8;
-    } else if (eval_needles(&ps, text, text_len, plen, o.needles, o.seed,
+    if (!o.prompts && eval_needles(&ps, text, text_len, plen, o.needles, o.seed,
                             &rng, err, sizeof err) != 0) {
         fprintf(stderr, "model_eval: %s\n", err);
         return 1;
@@ -368,6 +377,15 @@ int main(int argc, char **argv)
                 return 1;
             }
     }
+    /* prompts the model cannot answer make every row 0 %: say so */
+    for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++)
+        if (o.protocol[pr] && ps.n && 2u * rows[0].res[pr].n_ok < ps.n)
+            fprintf(stderr,
+                    "model_eval: warning: the full cache answers only %u of "
+                    "%u prompts (%s): the rows compare eviction on prompts "
+                    "this model cannot answer\n",
+                    rows[0].res[pr].n_ok, ps.n,
+                    pr == EVAL_AWARE ? "aware" : "agnostic");
     /* held-out NLL and retained mass */
     double ent[PKM_MAX_LAYERS] = {0};
     uint64_t ent_n[PKM_MAX_LAYERS] = {0};
@@ -415,7 +433,9 @@ int main(int argc, char **argv)
                o.nll_samples, o.nll_prompt, o.nll_decode);
     printf("\nobs window %u, pool %u, recent = budget/4, cadence %u; "
            "positions = sum of (layer, KV head) shares; K/V bytes = positions "
-           "x 2 x %u x 4 (float32); peak = slot rows allocated\n"
+           "x 2 x %u x 4 (float32); equal at a budget: the positions held; peak = "
+           "slot rows allocated, not equal: the head-adaptive rows size every "
+           "head's buffer for the largest share it can take\n"
            "aware: the question inside the compressed prompt; agnostic: the "
            "context compressed before the question; vs uniform: paired "
            "difference from uniform SnapKV at that budget on the same "

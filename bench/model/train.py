@@ -1,19 +1,23 @@
 #!/usr/bin/python3
-"""Train the small byte-level Llama-style decoder that bench/model runs in C.
+"""Train the small byte-level Llama-style decoders that bench/model runs in C.
 
-What this file owns: the model definition (shared with export.py), the
-training data (English text from Debian's bible-kjv package mixed with a
-synthetic pass-key retrieval task), the curriculum, and resumable training
-with periodic checkpoints. docs/quality.md gives the commands and the run.
+What this file owns: the model definition (shared with export.py), the two
+recipes (shape, curriculum, learning rate; --model m1 or m2), the training
+data (English text from Debian's bible-kjv package mixed with synthetic
+retrieval tasks: m1 the pass key only, m2 the five tasks of tasks.py), and
+resumable training with periodic checkpoints. docs/model.md gives the
+commands and the runs.
 
 Data: `apt-get install bible-kjv` (pulls bible-kjv-text); the text is dumped
 once with `/usr/bin/bible -f gen1:1-rev22:21` (31,102 verses, 4.4 MB). The
 book of Revelation (Re* verses) is held out for evaluation; the rest trains.
 
 Run (niced, background, resumable; rerun the same command to resume):
-  nice -n 5 /usr/bin/python3 bench/model/train.py --ckpt-dir /work/model-ckpt
+  nice -n 19 /usr/bin/python3 bench/model/train.py --model m1 --ckpt-dir CKPT
+  nice -n 19 /usr/bin/python3 bench/model/train.py --model m2 --ckpt-dir CKPT2
 The script resumes from CKPT_DIR/last.pt when it exists; the training log is
-appended to CKPT_DIR/train.log (copied into the repo as bench/model/train.log).
+appended to CKPT_DIR/train.log (copied into the repo as bench/model/train.log
+and train_m2.log). --device cuda runs the same recipe on a GPU.
 """
 import argparse
 import math
@@ -34,10 +38,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+import torch.utils.checkpoint as tckpt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tasks  # noqa: E402
 
 # ----------------------------------------------------------------- model ---
 
-CONFIG = dict(
+CONFIG_M1 = dict(
     vocab=256,
     dim=192,
     n_layers=8,
@@ -46,6 +54,24 @@ CONFIG = dict(
     head_dim=32,
     ffn_dim=512,     # SwiGLU hidden width
     max_ctx=512,
+    rope_theta=10000.0,
+    norm_eps=1e-5,
+)
+
+# The second model: deeper, Llama-style grouped heads (4 query heads per KV
+# head, 4 KV heads), 2048 positions. head_dim 16 keeps attention, which
+# dominates the cost at 2048 positions, affordable on two CPU cores; the
+# rope base 10000 (Llama's for 2048-4096 positions) gives the slowest pair a
+# wavelength of 2 pi 10000^(14/16) = 20,000 positions, ten times the context.
+CONFIG_M2 = dict(
+    vocab=256,
+    dim=128,
+    n_layers=12,
+    n_heads=16,
+    n_kv_heads=4,
+    head_dim=16,
+    ffn_dim=384,
+    max_ctx=2048,
     rope_theta=10000.0,
     norm_eps=1e-5,
 )
@@ -142,10 +168,15 @@ class Model(nn.Module):
         mask = torch.full((T, T), float("-inf"), device=idx.device).triu(1)
         x = self.emb(idx)
         attns = []
+        # recompute each block's attention in the backward pass at long
+        # contexts (the saved T x T probabilities would not fit otherwise)
+        recompute = self.training and T >= getattr(self, "recompute_from", 1 << 30)
         for b in self.layers:
             if want_attn:
                 x, p = b(x, cos, sin, mask, True)
                 attns.append(p)
+            elif recompute:
+                x = tckpt.checkpoint(b, x, cos, sin, mask)
             else:
                 x = b(x, cos, sin, mask)
         logits = self.out(self.norm(x))
@@ -192,14 +223,24 @@ def passkey_sample(rng, text, T, depth=None, key=None):
     return seq, T + 1 - 6
 
 
-def make_batch(rng, text, B, T, p_needle, answer_weight):
+def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None):
+    """B sequences of T+1 bytes: with probability p_needle a task sequence
+    (m1: the pass key; m2: a task drawn uniformly from task_names among
+    those that fit T), else plain text. Returns inputs, targets and the
+    per-target loss weights (answer_weight on answer bytes)."""
     xs, ws = [], []
     for _ in range(B):
         w = np.ones(T, dtype=np.float32)
         if rng.random() < p_needle:
-            seq, a = passkey_sample(rng, text, T)
-            # targets are seq[1:], so target index of byte a is a-1
-            w[a - 1:a - 1 + 5] = answer_weight
+            if task_names is None:
+                seq, a = passkey_sample(rng, text, T)
+                spans = [(a, a + 5)]
+            else:
+                fit = [t for t in task_names if tasks.fits(t, T)]
+                seq, spans = tasks.sample(rng, text, rng.choice(fit), T)
+            # targets are seq[1:], so the target index of byte a is a-1
+            for a, e in spans:
+                w[a - 1:e - 1] = answer_weight
         else:
             s = rng.randrange(len(text) - T - 2)
             seq = text[s:s + T + 1]
@@ -209,120 +250,170 @@ def make_batch(rng, text, B, T, p_needle, answer_weight):
     return arr[:, :-1], arr[:, 1:], torch.from_numpy(np.stack(ws))
 
 
-# ------------------------------------------------------------ curriculum ---
+# ------------------------------------------------------------- recipes ---
 
-# The curriculum: (context, batch size, needle fraction, min tokens, max
+# A recipe: the shape, the curriculum and the learning rate of one model.
+# The curriculum: (context, batch size, task fraction, min tokens, max
 # tokens) per phase. A phase ends when the running answer loss (an
-# exponential mean over ~50 steps of the pass-key digits' loss) is below
-# ANSWER_OK after at least its min tokens, or at its max tokens: copying
+# exponential mean over ~50 steps of the answer bytes' loss) is below
+# answer_ok after at least its min tokens, or at its max tokens: copying
 # forms cheaply at short context, then the context grows. The phase, its
 # token count and the running mean are in the checkpoint, so a resumed run
-# takes the same path.
-PHASES = [
-    (128, 16, 0.6, 600_000, 5_000_000),
-    (256, 8, 0.6, 200_000, 600_000),
-    (512, 4, 0.6, 0, 10**12),
-]
-ANSWER_OK = 0.25
+# takes the same path. The end of the run: in the last phase, after
+# cool_start tokens the learning rate falls linearly from the cosine's
+# value to lr_min over cool_len tokens, and the run ends there (m1: at the
+# cosine's 1.8e-3 the pass-key accuracy swung between 0.78 and 1.0 from one
+# evaluation to the next; the cool-down settles it).
+RECIPES = {
+    "m1": dict(config=CONFIG_M1, tasks=None, phases=[
+        (128, 16, 0.6, 600_000, 5_000_000),
+        (256, 8, 0.6, 200_000, 600_000),
+        (512, 4, 0.6, 0, 10**12)],
+        answer_ok=0.25, lr_max=2e-3, lr_min=2e-4, horizon=20_000_000,
+        cool_start=400_000, cool_len=400_000, recompute_from=1 << 30,
+        eval_n=32, eval_every=0.0),
+    # m2: the five tasks; attention recomputed in the backward pass from
+    # 1024 positions (the probabilities of 12 layers x 16 heads at 2048
+    # would take 6 GB a sequence).
+    "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
+        (256, 16, 0.7, 1_500_000, 6_000_000),
+        (512, 8, 0.7, 500_000, 3_000_000),
+        (1024, 4, 0.7, 300_000, 2_000_000),
+        (2048, 2, 0.7, 0, 10**12)],
+        answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=10_000_000,
+        cool_start=1_000_000, cool_len=500_000, recompute_from=1024,
+        eval_n=8, eval_every=2400.0),
+}
 ANSWER_EMA = 0.02
 ANSWER_WEIGHT = 8.0
-LR_MAX = 2e-3
-LR_MIN = 2e-4
 WARMUP = 200
-LR_HORIZON = 20_000_000  # cosine schedule length in tokens (then LR_MIN)
-# The end of the run: in the last phase (context 512), after COOL_START
-# tokens the learning rate falls linearly from the cosine's value to LR_MIN
-# over COOL_LEN tokens, and the run ends there. At the cosine's 1.8e-3 the
-# pass-key accuracy swung between 0.78 and 1.0 from one evaluation to the
-# next; the cool-down settles it.
-COOL_START = 400_000
-COOL_LEN = 400_000
 
 
-def lr_at(step, tokens, cur):
+def lr_at(r, step, tokens, cur):
     if step < WARMUP:
-        return LR_MAX * (step + 1) / WARMUP
-    f = min(1.0, tokens / LR_HORIZON)
-    lr = LR_MIN + 0.5 * (LR_MAX - LR_MIN) * (1 + math.cos(math.pi * f))
-    if cur["phase"] == len(PHASES) - 1 and cur["phase_tokens"] >= COOL_START:
-        c = min(1.0, (cur["phase_tokens"] - COOL_START) / COOL_LEN)
-        lr = lr * (1.0 - c) + LR_MIN * c
+        return r["lr_max"] * (step + 1) / WARMUP
+    f = min(1.0, tokens / r["horizon"])
+    lr = r["lr_min"] + 0.5 * (r["lr_max"] - r["lr_min"]) * (1 + math.cos(math.pi * f))
+    if cur["phase"] == len(r["phases"]) - 1 and cur["phase_tokens"] >= r["cool_start"]:
+        c = min(1.0, (cur["phase_tokens"] - r["cool_start"]) / r["cool_len"])
+        lr = lr * (1.0 - c) + r["lr_min"] * c
     return lr
 
 
-def finished(cur):
-    return (cur["phase"] == len(PHASES) - 1
-            and cur["phase_tokens"] >= COOL_START + COOL_LEN)
+def finished(r, cur):
+    return (cur["phase"] == len(r["phases"]) - 1
+            and cur["phase_tokens"] >= r["cool_start"] + r["cool_len"])
 
 
 @torch.no_grad()
-def evaluate(model, rng_seed, held, n=32, T=512):
-    """Pass-key exact-match accuracy (greedy per digit under teacher forcing
-    of the previous answer digits, which equals greedy decoding when all are
-    right) and held-out text loss."""
+def evaluate(model, r, rng_seed, held, T):
+    """{task: exact-match accuracy} on held-out haystacks (greedy per byte
+    under teacher forcing of the previous answer bytes, which equals greedy
+    decoding when all are right; for multiq every answer must be right) and
+    the held-out text loss. m1: the pass key at fixed depths."""
     model.eval()
+    dev = next(model.parameters()).device
     rng = random.Random(rng_seed)
-    correct = 0
-    for i in range(0, n, 8):
-        seqs = [passkey_sample(rng, held, T, depth=(j % 8) / 7.0) for j in range(i, i + 8)]
-        arr = torch.tensor([list(s) for s, _ in seqs], dtype=torch.int64)
-        logits = model(arr[:, :-1])
-        a = seqs[0][1]
-        pred = logits[:, a - 1:a + 4].argmax(-1)
-        correct += int((pred == arr[:, a:a + 5]).all(-1).sum())
+    n = r["eval_n"]
+    acc = {}
+    for task in (r["tasks"] or ("passkey",)):
+        if task != "passkey" and not tasks.fits(task, T):
+            continue
+        correct = 0
+        for i in range(0, n, 8):
+            if task == "passkey":
+                seqs = [passkey_sample(rng, held, T, depth=(j % 8) / 7.0)
+                        for j in range(8)]
+                seqs = [(s, [(a, a + 6)]) for s, a in seqs]
+            else:
+                seqs = [tasks.sample(rng, held, task, T) for _ in range(8)]
+            for s, spans in seqs:  # one at a time: the memory of one sequence
+                arr = torch.tensor([list(s)], dtype=torch.int64, device=dev)
+                pred = model(arr[:, :-1])[0].argmax(-1)
+                ok = all(bool((pred[a - 1:e - 2] == arr[0, a:e - 1]).all())
+                         for a, e in spans)
+                correct += ok
+        acc[task] = correct / n
     s = rng.randrange(len(held) - 4 * T)
     arr = torch.tensor([list(held[s + j * T:s + j * T + T + 1]) for j in range(2)],
-                       dtype=torch.int64)
+                       dtype=torch.int64, device=dev)
     logits = model(arr[:, :-1])
     nll = F.cross_entropy(logits.reshape(-1, 256), arr[:, 1:].reshape(-1)).item()
     model.train()
-    return correct / n, nll
+    return acc, nll
 
 
 # ----------------------------------------------------------------- train ---
 
-def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur):
+def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur, name):
     tmp = path + ".tmp"
     torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,
                     tokens=tokens, curriculum=cur, py_rng=rng.getstate(),
-                    torch_rng=torch.get_rng_state(), config=CONFIG,
-                    elapsed=elapsed), tmp)
+                    torch_rng=torch.get_rng_state(), config=model.c,
+                    recipe=name, elapsed=elapsed), tmp)
     os.replace(tmp, path)
+
+
+def log_eval(logf, model, r, held, step, tokens, T):
+    acc, nll = evaluate(model, r, 99, held, T)
+    a = " ".join(f"{k}{T}_acc {v:.3f}" for k, v in acc.items())
+    print(f"# eval step {step} tokens {tokens} {a} heldout_nll {nll:.4f}",
+          file=logf, flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt-dir", default="/work/model-ckpt")
+    ap.add_argument("--model", choices=sorted(RECIPES), default="m1")
+    ap.add_argument("--ckpt-dir", required="--bench" not in sys.argv)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--ckpt-every", type=float, default=300.0, help="seconds")
+    ap.add_argument("--eval-every", type=float, default=None,
+                    help="seconds (0: at every checkpoint; default: the "
+                    "recipe's, m1 0, m2 2400)")
     ap.add_argument("--max-tokens", type=float, default=60e6)
     ap.add_argument("--bench", action="store_true",
                     help="time a few steps at each phase and exit")
     args = ap.parse_args()
+    r = RECIPES[args.model]
+    phases = r["phases"]
+    if args.eval_every is None:
+        args.eval_every = r["eval_every"]
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     train_text, held = load_kjv()
 
-    model = Model(CONFIG)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR_MAX, betas=(0.9, 0.95),
+    model = Model(r["config"]).to(args.device)
+    model.recompute_from = r["recompute_from"]
+    opt = torch.optim.AdamW(model.parameters(), lr=r["lr_max"], betas=(0.9, 0.95),
                             weight_decay=0.1)
     nparams = sum(p.numel() for p in model.parameters())
 
+    def train_step(x, y, w, lr):
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y, w = x.to(args.device), y.to(args.device), w.to(args.device)
+        logits = model(x)
+        ce = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1), reduction="none")
+        loss = (ce * w.reshape(-1)).sum() / w.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return ce.detach().cpu(), w.reshape(-1).cpu()
+
     if args.bench:
-        for T, B in [(128, 16), (256, 8), (512, 4)]:
-            x, y, w = make_batch(rng, train_text, B, T, 0.5, ANSWER_WEIGHT)
-            for i in range(4):
+        for T, B, pn, _, _ in phases:
+            x, y, w = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT, r["tasks"])
+            for i in range(3):
                 t0 = time.time()
-                loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                train_step(x, y, w, 1e-4)
                 dt = time.time() - t0
-            print(f"T={T} B={B}: {B*T/dt:.0f} tokens/s ({nparams} params)")
+            print(f"T={T} B={B}: {B*T/dt:.0f} tokens/s ({nparams} params)", flush=True)
         return
 
     os.makedirs(args.ckpt_dir, exist_ok=True)
@@ -331,7 +422,7 @@ def main():
     step, tokens, elapsed = 0, 0, 0.0
     cur = dict(phase=0, phase_tokens=0, answer_ema=math.log(10.0))
     if os.path.exists(ck):
-        st = torch.load(ck)
+        st = torch.load(ck, map_location=args.device)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         step, tokens, elapsed = st["step"], st["tokens"], st["elapsed"]
@@ -340,44 +431,38 @@ def main():
         # checkpoints written before the adaptive curriculum were in phase 0
         cur = st.get("curriculum", dict(cur, phase_tokens=tokens))
         print(f"# resumed at step {step}, {tokens} tokens, curriculum {cur}, "
-              f"phases={PHASES}", file=logf, flush=True)
+              f"phases={phases}", file=logf, flush=True)
     else:
-        print(f"# start seed={args.seed} threads={args.threads} params={nparams} "
-              f"config={CONFIG} phases={PHASES} answer_weight={ANSWER_WEIGHT}",
+        print(f"# start model={args.model} seed={args.seed} threads={args.threads} "
+              f"device={args.device} params={nparams} config={r['config']} "
+              f"phases={phases} tasks={r['tasks']} answer_weight={ANSWER_WEIGHT}",
               file=logf, flush=True)
         print("# step tokens elapsed_s ctx lr loss answer_loss tok_per_s", file=logf, flush=True)
 
-    t_ck = time.time()
+    t_ck = t_ev = time.time()
     t_start = time.time() - elapsed
     acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, time.time()
-    while tokens < args.max_tokens and not finished(cur):
-        T, B, pn, p_min, p_max = PHASES[cur["phase"]]
-        x, y, w = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT)
-        lr = lr_at(step, tokens, cur)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        logits = model(x)
-        ce = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1), reduction="none")
-        loss = (ce * w.reshape(-1)).sum() / w.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+    while tokens < args.max_tokens and not finished(r, cur):
+        T, B, pn, p_min, p_max = phases[cur["phase"]]
+        x, y, w = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT, r["tasks"])
+        lr = lr_at(r, step, tokens, cur)
+        ce, w = train_step(x, y, w, lr)
         step += 1
         tokens += B * T
         acc_tok += B * T
-        aw = (w.reshape(-1) > 1)
+        aw = w > 1
         acc_loss += ce.mean().item()
         ans = ce[aw].mean().item() if aw.any() else cur["answer_ema"]
         acc_ans += ans
         acc_n += 1
         cur["answer_ema"] += ANSWER_EMA * (ans - cur["answer_ema"])
         cur["phase_tokens"] += B * T
-        if cur["phase"] + 1 < len(PHASES) and cur["phase_tokens"] >= p_min and (
-                cur["answer_ema"] < ANSWER_OK or cur["phase_tokens"] >= p_max):
+        if cur["phase"] + 1 < len(phases) and cur["phase_tokens"] >= p_min and (
+                cur["answer_ema"] < r["answer_ok"] or cur["phase_tokens"] >= p_max):
             print(f"# phase {cur['phase']} (context {T}) ends at step {step}, "
                   f"{tokens} tokens: answer loss {cur['answer_ema']:.3f}",
                   file=logf, flush=True)
+            log_eval(logf, model, r, held, step, tokens, T)
             cur = dict(cur, phase=cur["phase"] + 1, phase_tokens=0)
         if step % 20 == 0:
             now = time.time()
@@ -386,15 +471,15 @@ def main():
                   f"{acc_tok / (now - t_win):.0f}", file=logf, flush=True)
             acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, now
         if time.time() - t_ck > args.ckpt_every:
-            acc, nll = evaluate(model, 99, held)
-            print(f"# eval step {step} tokens {tokens} passkey512_acc {acc:.3f} "
-                  f"heldout_nll {nll:.4f}", file=logf, flush=True)
-            save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur)
+            if time.time() - t_ev > args.eval_every:
+                log_eval(logf, model, r, held, step, tokens, T)
+                t_ev = time.time()
+            save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start,
+                      cur, args.model)
             t_ck = time.time()
-    acc, nll = evaluate(model, 99, held)
-    print(f"# eval step {step} tokens {tokens} passkey512_acc {acc:.3f} "
-          f"heldout_nll {nll:.4f}", file=logf, flush=True)
-    save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur)
+    log_eval(logf, model, r, held, step, tokens, phases[cur["phase"]][0])
+    save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur,
+              args.model)
     print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
 
 

@@ -6,7 +6,10 @@
  * max |t|)), both with a plain full cache and through libpyramidkv with a
  * budget that evicts nothing (SnapKV's one-shot prefill and H2O's replayed
  * prompt). A third test runs real eviction and checks that the K/V slots
- * always hold exactly the library's kept positions.
+ * always hold exactly the library's kept positions. Built once per model
+ * file (PKM_MODEL_FILE, PKM_REF_FILE under bench/model/data): the trained
+ * first model, and a random-init model of the second model's shape (12
+ * layers, 4 query heads per KV head, 4 KV heads, head dim 16).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -25,6 +28,10 @@
 #ifndef PKM_DATA_DIR
 #error "PKM_DATA_DIR must name bench/model/data"
 #endif
+#ifndef PKM_MODEL_FILE
+#define PKM_MODEL_FILE "model.pkvm"
+#define PKM_REF_FILE "ref_logits.bin"
+#endif
 
 typedef struct fixture {
     pkm_model m;
@@ -38,8 +45,8 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     char err[256];
     if (!f) return -1;
-    if (pkm_model_load(&f->m, PKM_DATA_DIR "/model.pkvm", err, sizeof err) != 0 ||
-        pkm_ref_load(&f->ref, PKM_DATA_DIR "/ref_logits.bin") != 0) {
+    if (pkm_model_load(&f->m, PKM_DATA_DIR "/" PKM_MODEL_FILE, err, sizeof err) != 0 ||
+        pkm_ref_load(&f->ref, PKM_DATA_DIR "/" PKM_REF_FILE) != 0) {
         free(f);
         return -1;
     }

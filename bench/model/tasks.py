@@ -1,0 +1,136 @@
+"""The synthetic tasks the bench models train on (train.py), in Python.
+
+What this file owns: the byte layout of every task's context, questions and
+answers. model_eval builds its evaluation prompts from the same layouts in C
+(eval_tasks.c); docs/quality.md, "The tasks", is the reference for both.
+Training draws from random.Random(--seed) over the training text (the KJV
+without Revelation); evaluation draws from splitmix64 seeds over Revelation
+only, so no evaluation prompt's haystack is ever trained on.
+
+Every task fills a haystack of text with needles at random depths (in
+increasing order), then appends its questions, each followed by its answer
+and "." (training) or by nothing (evaluation, the answer is scored):
+
+  needle     " The pass key is 12345. Remember it. "
+             Q "\\nWhat is the pass key? The pass key is "  A "12345"
+  multikey   4 needles " The key of abcde is 12345. " (distinct names);
+             Q "\\nWhat is the key of abcde? The key of abcde is "  A the key
+             of one named needle, the other three are distractors
+  multivalue 4 needles " A value of abcde is 12345. " (one name);
+             Q "\\nWhat are the values of abcde? The values of abcde are "
+             A "11111 22222 33333 44444" (order of appearance)
+  vartrack   two chains " VAR ABCDE = 12345. " " VAR FGHIJ = ABCDE. "
+             " VAR KLMNO = FGHIJ. " interleaved, in chain order;
+             Q "\\nWhich variables hold 12345? They are "  A "ABCDE FGHIJ KLMNO"
+  multiq     the multikey context, then all four keys asked in turn (a random
+             order): Q1 A1 "." Q2 A2 "." ... from one context
+"""
+import string
+
+TASKS = ("needle", "multikey", "multivalue", "vartrack", "multiq")
+
+PASS_NEEDLE = " The pass key is {k}. Remember it. "
+PASS_Q = "\nWhat is the pass key? The pass key is "
+KEY_NEEDLE = " The key of {n} is {k}. "
+KEY_Q = "\nWhat is the key of {n}? The key of {n} is "
+VAL_NEEDLE = " A value of {n} is {k}. "
+VAL_Q = "\nWhat are the values of {n}? The values of {n} are "
+VAR_VALUE = " VAR {n} = {k}. "
+VAR_COPY = " VAR {n} = {m}. "
+VAR_Q = "\nWhich variables hold {k}? They are "
+N_KEYS = 4
+CHAIN = 3
+
+
+def _key(rng):
+    return "%05d" % rng.randrange(100000)
+
+
+def _names(rng, n, letters):
+    out = []
+    while len(out) < n:
+        s = "".join(rng.choice(letters) for _ in range(5))
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def _needles(rng, task):
+    """(needles in context order, [(question, answer)])."""
+    if task == "needle":
+        k = _key(rng)
+        return [PASS_NEEDLE.format(k=k)], [(PASS_Q, k)]
+    if task in ("multikey", "multiq"):
+        names = _names(rng, N_KEYS, string.ascii_lowercase)
+        keys = [_key(rng) for _ in names]
+        ndl = [KEY_NEEDLE.format(n=n, k=k) for n, k in zip(names, keys)]
+        order = list(range(N_KEYS))
+        rng.shuffle(order)
+        if task == "multikey":
+            order = order[:1]
+        return ndl, [(KEY_Q.format(n=names[i]), keys[i]) for i in order]
+    if task == "multivalue":
+        n = _names(rng, 1, string.ascii_lowercase)[0]
+        keys = [_key(rng) for _ in range(N_KEYS)]
+        return ([VAL_NEEDLE.format(n=n, k=k) for k in keys],
+                [(VAL_Q.format(n=n), " ".join(keys))])
+    if task == "vartrack":
+        names = _names(rng, 2 * CHAIN, string.ascii_uppercase)
+        k0 = _key(rng)
+        k1 = _key(rng)
+        while k1 == k0:
+            k1 = _key(rng)
+        chains = []
+        for c, k in ((names[:CHAIN], k0), (names[CHAIN:], k1)):
+            chains.append([VAR_VALUE.format(n=c[0], k=k)] +
+                          [VAR_COPY.format(n=c[i], m=c[i - 1])
+                           for i in range(1, CHAIN)])
+        # interleave keeping each chain in order: a random merge
+        ndl, a, b = [], 0, 0
+        while a < CHAIN or b < CHAIN:
+            if b == CHAIN or (a < CHAIN and rng.random() < 0.5):
+                ndl.append(chains[0][a])
+                a += 1
+            else:
+                ndl.append(chains[1][b])
+                b += 1
+        return ndl, [(VAR_Q.format(k=k0), " ".join(names[:CHAIN]))]
+    raise ValueError(task)
+
+
+def tail_bytes(task):
+    """An upper bound on the bytes a task needs besides the haystack."""
+    return {"needle": 90, "multikey": 180, "multivalue": 220,
+            "vartrack": 200, "multiq": 330}[task]
+
+
+def fits(task, T):
+    """Whether a task is drawn at context T: its needles and questions
+    leave at least 32 bytes of haystack."""
+    return tail_bytes(task) + 32 <= T
+
+
+def sample(rng, text, task, T):
+    """One training sequence of exactly T+1 bytes and the byte ranges
+    [start, end) of its answers (the '.' after each answer included)."""
+    ndl, qa = _needles(rng, task)
+    ndl = [n.encode() for n in ndl]
+    tail, spans = b"", []
+    for q, a in qa:
+        tail += q.encode()
+        spans.append((len(tail), len(tail) + len(a) + 1))
+        tail += a.encode() + b"."
+    hay_len = T + 1 - sum(len(n) for n in ndl) - len(tail)
+    assert hay_len > 0, (task, T)
+    start = rng.randrange(len(text) - hay_len - 1)
+    hay = text[start:start + hay_len]
+    cuts = sorted(rng.randrange(hay_len + 1) for _ in ndl)
+    seq, prev = b"", 0
+    for c, n in zip(cuts, ndl):
+        seq += hay[prev:c] + n
+        prev = c
+    seq += hay[prev:]
+    off = len(seq)
+    seq += tail
+    assert len(seq) == T + 1
+    return seq, [(off + s, off + e) for s, e in spans]
