@@ -205,14 +205,20 @@ static int kvfactory_flat(const pb_schedule *s, uint32_t *v) {
     return 0;
 }
 
+/* Both kvfactory kinds where every layer gets the same share: 1 with the
+ * shares and their total written, else 0. */
+static int kvfactory_fill_flat(const pb_schedule *s, uint32_t *shares,
+                               uint64_t *total) {
+    uint32_t flat;
+    if (!kvfactory_flat(s, &flat)) return 0;
+    fill(shares, s->num_layers, flat);
+    *total = (uint64_t)flat * s->num_layers;
+    return 1;
+}
+
 static pb_status kvfactory(const pb_schedule *s, uint32_t *shares,
                            uint64_t *total) {
-    uint32_t flat;
-    if (kvfactory_flat(s, &flat)) {
-        fill(shares, s->num_layers, flat);
-        *total = (uint64_t)flat * s->num_layers;
-        return PB_OK;
-    }
+    if (kvfactory_fill_flat(s, shares, total)) return PB_OK;
     uint64_t mx, mn;
     kvfactory_ends(s, &mx, &mn);
     if (mx + s->window > UINT32_MAX) return PB_ERR_TOO_LARGE;
@@ -229,12 +235,7 @@ static pb_status kvfactory(const pb_schedule *s, uint32_t *shares,
 
 static pb_status kvfactory_balanced(const pb_schedule *s, uint32_t *shares,
                                     uint64_t *total) {
-    uint32_t flat;
-    if (kvfactory_flat(s, &flat)) {
-        fill(shares, s->num_layers, flat);
-        *total = (uint64_t)flat * s->num_layers;
-        return PB_OK;
-    }
+    if (kvfactory_fill_flat(s, shares, total)) return PB_OK;
     source src;
     memset(&src, 0, sizeof src);
     src.kind = SRC_BALANCED;

@@ -125,3 +125,26 @@ void pb__select_lowest_u32(const uint32_t *keys, size_t n, size_t k,
                            size_t *hist, pb__cut *out) {
     select_lowest(keys, 0, n, k, hist, out);
 }
+
+size_t pb__next_lowest(const void *keys, size_t per, size_t first,
+                       size_t end, int after, uint64_t *key, size_t prev) {
+    const uint64_t prev_key = *key;
+    uint64_t best_key = UINT64_MAX;
+    size_t best = end;
+    for (size_t i = first; i < end; ++i) {
+        uint64_t k = 0u;
+        if (per == sizeof(double))
+            k = pb__key_bits(((const double *)keys)[i]);
+        else if (per == sizeof(uint32_t))
+            k = ((const uint32_t *)keys)[i];
+        if (after && (k < prev_key || (k == prev_key && i <= prev)))
+            continue; /* already taken */
+        if (best == end || k < best_key) {
+            best_key = k;
+            best = i;
+        }
+    }
+    assert(best < end);
+    *key = best_key;
+    return best;
+}

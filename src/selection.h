@@ -33,6 +33,15 @@ void pb__select_lowest_u32(const uint32_t *keys, size_t n, size_t k,
 /* The bit pattern of a double. */
 uint64_t pb__key_bits(double v);
 
+/* One step of a peek's walk in (key, index) order: the index of the least
+ * (key, index) among first .. end-1 (first < end) that comes after
+ * (*key, prev) when `after` is nonzero, else the least of all; its key to
+ * *key. keys holds one key of `per` bytes per index: a double's bit
+ * pattern (8), a uint32 (4), or none (0: every key is 0). There must be
+ * such an index. O(end - first). */
+size_t pb__next_lowest(const void *keys, size_t per, size_t first,
+                       size_t end, int after, uint64_t *key, size_t prev);
+
 /* Applies a cut to the next key in index order: 1 if chosen. */
 static inline int pb__cut_takes(pb__cut *cut, uint64_t bits) {
     if (bits < cut->below) return 1;

@@ -99,31 +99,13 @@ void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
     const pb__source *p = (const pb__source *)(const void *)inst;
     (void)work;
     assert(first <= end && k <= end - first);
-    const int wide = p->per == sizeof(double);
-    uint64_t prev_key = 0u;
-    size_t prev_rank = 0u;
+    uint64_t key = 0u;
+    size_t best = 0u;
     for (size_t t = 0; t < k; ++t) {
-        uint64_t best_key = UINT64_MAX;
-        size_t best = end;
-        for (size_t i = first; i < end; ++i) {
-            uint64_t key = 0u;
-            if (wide)
-                memcpy(&key, (const double *)p->source + i, sizeof key);
-            else if (p->per != 0u)
-                key = ((const uint32_t *)p->source)[i];
-            if (t > 0u &&
-                (key < prev_key || (key == prev_key && i <= prev_rank)))
-                continue; /* already taken */
-            if (best == end || key < best_key) {
-                best_key = key;
-                best = i;
-            }
-        }
-        assert(best < end);
+        best = pb__next_lowest(p->source, p->per, first, end, t > 0u, &key,
+                               best);
         positions[t] = p->c.pos[best];
         scores[t] = pb__source_score(inst, best);
-        prev_key = best_key;
-        prev_rank = best;
     }
 }
 

@@ -299,26 +299,12 @@ void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                      pool_work, p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, pool_work, p->work_bytes);
-    uint64_t prev_key = 0u;
-    size_t prev_rank = 0u;
+    uint64_t key = 0u;
+    size_t best = 0u;
     for (size_t t = 0; t < k; ++t) {
-        uint64_t best_key = UINT64_MAX;
-        size_t best = end;
-        for (size_t i = first; i < end; ++i) {
-            const uint64_t key = pb__key_bits(x[i]);
-            if (t > 0u &&
-                (key < prev_key || (key == prev_key && i <= prev_rank)))
-                continue; /* already taken */
-            if (best == end || key < best_key) {
-                best_key = key;
-                best = i;
-            }
-        }
-        assert(best < end);
+        best = pb__next_lowest(x, sizeof *x, first, end, t > 0u, &key, best);
         positions[t] = p->c.pos[pb__ring_column_of(p->holes, p->n_holes,
                                                    best)];
         scores[t] = x[best];
-        prev_key = best_key;
-        prev_rank = best;
     }
 }
