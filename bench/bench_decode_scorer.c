@@ -39,9 +39,6 @@
 
 static const char *const NAME = "bench_decode_replay";
 
-static const char *const scorer_names[5] = {"window", "cumulative", "last",
-                                            "votes", "none"};
-
 size_t bench_scorer_parse(const char *text, bench_scorer_spec *out,
                           size_t cap) {
     if (strcmp(text, "all") == 0) {
@@ -56,18 +53,17 @@ size_t bench_scorer_parse(const char *text, bench_scorer_spec *out,
     if (cap == 0u) return 0u;
     const char *colon = strchr(text, ':');
     const size_t len = colon ? (size_t)(colon - text) : strlen(text);
-    for (uint32_t s = 0; s < 5u; ++s) {
-        if (strlen(scorer_names[s]) != len ||
-            strncmp(text, scorer_names[s], len) != 0)
-            continue;
-        uint32_t sinks = 0u;
-        if (colon && bench_parse_u32(colon + 1, 0u, 1u << 20, &sinks))
-            return 0u;
-        out->scorer = s;
-        out->sinks = sinks;
-        return 1u;
-    }
-    return 0u;
+    char name[32];
+    if (len >= sizeof name) return 0u;
+    memcpy(name, text, len);
+    name[len] = '\0';
+    uint32_t s = 0u;
+    if (pb_scorer_from_name(name, &s) != PB_OK) return 0u;
+    uint32_t sinks = 0u;
+    if (colon && bench_parse_u32(colon + 1, 0u, 1u << 20, &sinks)) return 0u;
+    out->scorer = s;
+    out->sinks = sinks;
+    return 1u;
 }
 
 static pb_kvcache_config config_of(const bench_scorer_spec *spec,
@@ -104,7 +100,7 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
                      const bench_options *opt) {
     char what[96];
     snprintf(what, sizeof what, "%s sinks %u budget %u cadence %u",
-             scorer_names[spec->scorer], (unsigned)spec->sinks,
+             pb_scorer_name(spec->scorer), (unsigned)spec->sinks,
              (unsigned)budget, (unsigned)cadence);
     const pb_kvcache_config config = config_of(spec, budget, cadence);
     pb_kvcache *lib = NULL;
@@ -151,7 +147,7 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
                "us/step [%.3f - %.3f] | floor %.3f us/step [%.3f - %.3f] "
                "(%.0f B/step) | ratio %.2fx | wall: library %.3f, floor "
                "%.3f, ratio %.2fx | victims identical (%zu)\n",
-               scorer_names[spec->scorer], (unsigned)spec->sinks,
+               pb_scorer_name(spec->scorer), (unsigned)spec->sinks,
                (unsigned)budget, (unsigned)cadence, lc.median, lc.min, lc.max,
                fc.median, fc.min, fc.max, (double)pl.row_bytes / steps,
                lc.median / fc.median, lw.median, fw.median,

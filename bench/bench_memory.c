@@ -336,10 +336,7 @@ static int bench_scorers(int quick) {
                "%u..%u (%.0f B fixed); vtable %6.3f B over budgets %u..%u; "
                "registry %2.0f B: %s\n",
                r->name,
-               r->scorer == PB_SCORER_CUMULATIVE ? "cumulative"
-               : r->scorer == PB_SCORER_LAST     ? "last"
-               : r->scorer == PB_SCORER_VOTES    ? "votes"
-                                                 : "none",
+               pb_scorer_name((uint32_t)r->scorer),
                slope, (unsigned)caps[0], (unsigned)caps[n_caps - 1], fixed,
                vslope, (unsigned)budgets[0], (unsigned)budgets[n_b - 1],
                r->limit, ok ? "within" : "OVER");

@@ -44,9 +44,6 @@
 
 static const char *const NAME = "bench_pair";
 
-static const char *const SCORERS[] = {"window", "cumulative", "last", "votes",
-                                      "none"};
-#define N_SCORERS (sizeof SCORERS / sizeof SCORERS[0])
 
 /* The functions this program calls, from one build. */
 typedef struct build {
@@ -64,6 +61,7 @@ typedef struct build {
 /* What both builds share: the shape, the weights, the logs' sizes. */
 typedef struct pair_config {
     uint32_t layers, heads, budget, ratio, cadence, tokens, scorer, sinks;
+    const char *scorer_name; /* as given (NULL: the default, window) */
     size_t n;         /* instances */
     uint32_t *share;  /* [n] */
     uint32_t *rowcap; /* [n] */
@@ -84,7 +82,7 @@ typedef struct side {
 static const char *const HELP =
     "usage: bench_pair [--quick] [--reps N] [--tokens T] [--cadence C]\n"
     "                  [--layers L] [--heads H] [--budget B] [--ratio R]\n"
-    "                  [--scorer window|cumulative|last|votes|none]\n"
+    "                  [--scorer S]\n"
     "                  [--sinks S] A.so B.so\n"
     "Times two shared builds of libpyramidkv in turns in one process over\n"
     "bench_model_shape's instances and weights, and checks that they choose\n"
@@ -97,7 +95,8 @@ static const char *const HELP =
     "  --layers L, --heads H, --budget B, --ratio R\n"
     "               the shape (default 32 x 8 instances, budget 2048,\n"
     "               ratio 4, as bench_model_shape)\n"
-    "  --scorer S   the instances' scorer (default window)\n"
+    "  --scorer S   the instances' scorer, by its library name\n"
+    "               (pb_scorer_from_name; default window)\n"
     "  --sinks S    attention sinks, positions never evicted (default 0)\n"
     "  --quick      a tiny run (4 x 2 instances, budget 256, one pair of\n"
     "               blocks of 32 tokens): victims compared, figures of no\n"
@@ -135,6 +134,28 @@ static int load(build *b, const char *path) {
                   sizeof b->pyramid_budget) ||
            symbol(b, "pb_version_string", &b->version_string,
                   sizeof b->version_string);
+}
+
+/* The scorer named on the command line, by the names of the first build
+ * that has pb_scorer_from_name (B, then A: a build before 0.3 has none). */
+static int scorer_of(pair_config *c, const build *b) {
+    if (c->scorer_name == NULL) {
+        c->scorer_name = "window";
+        return 0;
+    }
+    for (int i = 1; i >= 0; --i) {
+        void *sym = dlsym(b[i].handle, "pb_scorer_from_name");
+        if (sym == NULL) continue;
+        pb_status (*from_name)(const char *, uint32_t *);
+        memcpy(&from_name, &sym, sizeof sym);
+        if (from_name(c->scorer_name, &c->scorer) == PB_OK) return 0;
+        fprintf(stderr, "%s: --scorer: '%s' is not a scorer of %s (see "
+                "--help)\n", NAME, c->scorer_name, b[i].path);
+        return 2;
+    }
+    fprintf(stderr, "%s: --scorer needs a build with pb_scorer_from_name\n",
+            NAME);
+    return 2;
 }
 
 static const float *row_of(const pair_config *c, size_t i, uint64_t k) {
@@ -311,12 +332,7 @@ static int parse(int argc, char **argv, pair_config *c, const char **paths) {
         if (i + 1 >= argc) return usage_error("no value for", f);
         const char *v = argv[++i];
         if (strcmp(f, "--scorer") == 0) {
-            size_t s = 0;
-            while (s < N_SCORERS && strcmp(v, SCORERS[s]) != 0) ++s;
-            if (s == N_SCORERS)
-                return usage_error("--scorer takes window, cumulative, last, "
-                                   "votes or none, not", v);
-            c->scorer = (uint32_t)s;
+            c->scorer_name = v; /* read by a build's pb_scorer_from_name */
             continue;
         }
         size_t k = 0;
@@ -360,6 +376,8 @@ int main(int argc, char **argv) {
     build builds[2];
     memset(builds, 0, sizeof builds);
     if (load(&builds[0], paths[0]) || load(&builds[1], paths[1])) return 2;
+    rc = scorer_of(&c, builds);
+    if (rc) return rc;
     printf("== %s\n", NAME);
     bench_print_machine(stdout);
     printf("A:        %s (libpyramidkv %s)\nB:        %s (libpyramidkv "
@@ -385,7 +403,7 @@ int main(int argc, char **argv) {
                "cadence %u\ntiming:   %u warm-up + %zu pairs of blocks of %u tokens, "
                "A B A B ...; thread CPU time\n\n",
                (unsigned)c.layers, (unsigned)c.heads, c.n,
-               (unsigned)c.budget, (unsigned)c.ratio, SCORERS[c.scorer],
+               (unsigned)c.budget, (unsigned)c.ratio, c.scorer_name,
                (unsigned)c.sinks, (unsigned)c.cadence, opt.warmup, pairs, (unsigned)c.tokens);
 
     size_t victims = 0;

@@ -24,6 +24,35 @@
 #include "allocator.h"
 #include "policy_internal.h"
 
+/* A hint that the cache line holding addr is read (rw 0) or written (rw 1)
+ * soon. It changes no value; compilers without the builtin get nothing. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PB__PREFETCH(addr, rw) __builtin_prefetch((addr), (rw), 3)
+#else
+#define PB__PREFETCH(addr, rw) ((void)(addr))
+#endif
+
+
+/* How many of the ascending pos[0 .. n-1] are below `bound` (the sinks
+ * held: few, and the oldest). A short walk, then a binary search without
+ * branches on the data. The doors keep that count as they admit
+ * (sinks_kept); debug builds check it against this at every evict. */
+static inline size_t pb__count_below(const uint32_t *pos, size_t n,
+                                     uint32_t bound) {
+    size_t i = 0;
+    for (; i < n && i < 8u; ++i)
+        if (pos[i] >= bound) return i;
+    if (i == n) return n;
+    size_t lo = i, len = n - i; /* pos[lo - 1] < bound, len >= 1 */
+    while (len > 1u) {
+        const size_t half = len / 2u;
+        lo = pos[lo + half] < bound ? lo + half : lo;
+        len -= half;
+    }
+    return lo + (pos[lo] < bound);
+}
+
+
 /* ------------------------------------------------------------------------ */
 /* Create, size, destroy, reset                                             */
 

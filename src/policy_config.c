@@ -2,9 +2,9 @@
  * policy_config.c - what an instance is before it exists: reading a
  * versioned config by the growth rule of docs/abi.md, validating it in the
  * order pyramidkv.h documents, resolving the share, the capacity and the
- * sinks, the table of scorers, and the size of the one block an instance
- * lives in (its scorer lays it out), which pb_kvcache_size reports and
- * create allocates.
+ * sinks, and the size of the one block an instance lives in (its scorer
+ * lays it out), which pb_kvcache_size reports and create allocates. The
+ * table of scorers is scorer_table.c.
  *
  * It does not create, drive or free instances (policy.c) and knows no
  * scorer's state.
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy_internal.h"
+#include "scorer_ops.h"
 #include "struct_growth.h"
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
@@ -98,24 +98,6 @@ static pb_status config_resolve(const pb_kvcache_config *c, pb__config *out) {
     out->effective = effective;
     out->capacity = capacity;
     return PB_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The scorers                                                              */
-
-/* A new scorer: its pb_scorer value, its file, one line here. */
-static const pb__scorer_ops *const scorer_table[] = {
-    [PB_SCORER_WINDOW] = &pb__window_ops,
-    [PB_SCORER_CUMULATIVE] = &pb__cumulative_ops,
-    [PB_SCORER_LAST] = &pb__last_ops,
-    [PB_SCORER_VOTES] = &pb__votes_ops,
-    [PB_SCORER_NONE] = &pb__none_ops,
-};
-
-const pb__scorer_ops *pb__scorer_ops_of(uint32_t scorer) {
-    return scorer < sizeof scorer_table / sizeof scorer_table[0]
-               ? scorer_table[scorer]
-               : NULL;
 }
 
 pb_status pb__config_load(const pb_kvcache_config *user, pb__config *out) {

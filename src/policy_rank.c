@@ -4,7 +4,7 @@
  * slot indices of pb_kvcache_evict_slots. It reads pos[] and the holes
  * the instance's scorer reports (policy_internal.h) and changes nothing.
  */
-#include "policy_internal.h"
+#include "scorer_ops.h"
 #include "runtime_internal.h"
 
 size_t pb__kvcache_rank_below(const pb_kvcache *p, uint32_t pos) {

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy_internal.h"
+#include "pyramidkv/pyramidkv.h"
 
 static pb_kvcache *create_pyramidkv(const void *params,
                                     const pb_allocator *allocator,

@@ -22,7 +22,7 @@
  */
 #include <assert.h>
 
-#include "policy_internal.h"
+#include "pooling.h"
 
 typedef struct pool_entry {
     double value;

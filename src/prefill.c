@@ -11,7 +11,8 @@
  */
 #include <stdint.h>
 
-#include "policy_internal.h"
+#include "pooling.h"
+#include "scorer_ops.h"
 
 pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
                                  size_t len, pb__prefill_scratch *out) {

@@ -18,7 +18,7 @@
 #include <assert.h>
 #include <string.h>
 
-#include "policy_internal.h"
+#include "selection.h"
 
 uint64_t pb__key_bits(double v) {
     uint64_t b;

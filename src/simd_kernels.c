@@ -33,7 +33,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "policy_internal.h"
+#include "column_runs.h"
+#include "kernels.h"
 
 #if !defined(PB_NO_SIMD) && (defined(__GNUC__) || defined(__clang__)) && \
     (defined(__x86_64__) || defined(__i386__))

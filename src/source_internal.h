@@ -5,7 +5,7 @@
  * score, its update and its value) and its table entry; the shared
  * engine is score_sources.c (scores kept, evicts) and source_scorers.c
  * (layout, set-up, peek). A new score source is a new file and a line in
- * the table of policy_config.c. Private to these files and the white-box
+ * the table of scorer_table.c. Private to these files and the white-box
  * tests. Not installed.
  *
  * Such an instance keeps pos[] dense (no holes, no lazy state, column ==
@@ -14,7 +14,13 @@
 #ifndef PB_SRC_SOURCE_INTERNAL_H
 #define PB_SRC_SOURCE_INTERNAL_H
 
-#include "policy_internal.h"
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "scorer_ops.h"
+#include "selection.h"
 
 typedef struct pb__source pb__source;
 

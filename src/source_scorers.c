@@ -42,12 +42,12 @@ typedef struct source_layout {
  * No ring, no holes, no pooling or prefill scratch. */
 static pb_status layout_of(const pb__config *cfg, const pb__source_kind *kind,
                            source_layout *out) {
+    memset(out, 0, sizeof *out);
     if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
     const size_t capacity = (size_t)cfg->capacity;
     const size_t per = kind->per;
     const int spare = kind->spare;
     const size_t ranks = capacity + source_slack(kind, capacity);
-    memset(out, 0, sizeof *out);
     pb__cursor c = {0, 0};
     const size_t off_state = pb__part(&c, PB__STATE_BYTES);
     out->off_pos = pb__part(&c, ranks * sizeof(uint32_t));

@@ -10,12 +10,36 @@
  *     selection they allow (window_sums.c, score_filter.c), the streaming
  *     selection and the prefix folds that halve it (score_stream.c).
  * Not installed. The common part and the scorer table are
- * policy_internal.h.
+ * instance_internal.h and scorer_ops.h.
  */
 #ifndef PB_SRC_WINDOW_INTERNAL_H
 #define PB_SRC_WINDOW_INTERNAL_H
 
-#include "policy_internal.h"
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "column_runs.h"
+#include "pooling.h"
+#include "scorer_ops.h"
+#include "selection.h"
+
+/* The index of the lowest set bit of v != 0: the compilers' count of
+ * trailing zeros where there is one, else a de Bruijn multiply. */
+static inline unsigned pb__lowest_bit(uint64_t v) {
+    assert(v != 0u);
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctzll(v);
+#else
+    static const unsigned char index[64] = {
+         0,  1,  2, 53,  3,  7, 54, 27,  4, 38, 41,  8, 34, 55, 48, 28,
+        62,  5, 39, 46, 44, 42, 22,  9, 24, 35, 59, 56, 49, 18, 29, 11,
+        63, 52,  6, 26, 37, 40, 33, 47, 61, 45, 43, 21, 23, 58, 17, 10,
+        51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12};
+    return index[((v & (~v + 1u)) * UINT64_C(0x022FDD63CC95386D)) >> 58];
+#endif
+}
+
 
 /* ------------------------------------------------------------------------ */
 /* The window scorer's instance                                             */

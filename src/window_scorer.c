@@ -56,6 +56,7 @@ static size_t max_holes_of(size_t capacity) {
 }
 
 pb_status pb__window_layout_of(const pb__config *cfg, pb__layout *out) {
+    memset(out, 0, sizeof *out);
     if (cfg->capacity > (uint64_t)(SIZE_MAX / 64u)) return PB_ERR_TOO_LARGE;
     const size_t capacity = (size_t)cfg->capacity;
     const size_t max_holes = max_holes_of(capacity);

@@ -43,11 +43,9 @@ static const cli_name POLICIES[] = {
     {"slidingwindow", PB_CLI_POLICY_SLIDING_WINDOW},
 };
 
-static const cli_name SCORERS[] = {
-    {"window", PB_SCORER_WINDOW}, {"cumulative", PB_SCORER_CUMULATIVE},
-    {"last", PB_SCORER_LAST},     {"votes", PB_SCORER_VOTES},
-    {"none", PB_SCORER_NONE},     {"recency", PB_SCORER_NONE},
-};
+/* Scorer names are the library's (pb_scorer_from_name); this lists the
+ * aliases it accepts beside them, for --help. */
+static const char *const SCORER_ALIASES[] = {"recency"};
 
 /* Schedule aliases; the canonical names are the library's. */
 static const cli_name SCHEDULE_ALIASES[] = {
@@ -59,7 +57,6 @@ static const cli_name SCHEDULE_ALIASES[] = {
 const char pb_cli_policy_list[] =
     "pyramidkv, snapkv, h2o, scissorhands, tova, streaming-llm or "
     "sliding-window";
-const char pb_cli_scorer_list[] = "window, cumulative, last, votes or none";
 const char pb_cli_schedule_list[] =
     "arithmetic, uniform, kvfactory, kvfactory-balanced, taper, curve, "
     "geometric, profile or cake";
@@ -84,13 +81,18 @@ int pb_cli_lookup_policy(const char *cmd, const char *text, int *id) {
 
 int pb_cli_lookup_scorer(const char *cmd, const char *text,
                          uint32_t *scorer) {
-    const cli_name *e = find_name(SCORERS, COUNT(SCORERS), text,
-                                  strlen(text));
-    if (e == NULL)
-        return pb_cli_usage_error(cmd, "--scorer: '%s' is not %s", text,
-                                  pb_cli_scorer_list);
-    *scorer = (uint32_t)e->value;
-    return 0;
+    if (pb_scorer_from_name(text, scorer) == PB_OK) return 0;
+    /* "window, cumulative, last, votes or none", from the library. */
+    char list[128] = "";
+    size_t n = 0;
+    while (pb_scorer_name((uint32_t)n) != NULL) ++n;
+    for (size_t i = 0; i < n; ++i) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        const size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s", sep,
+                 pb_scorer_name((uint32_t)i));
+    }
+    return pb_cli_usage_error(cmd, "--scorer: '%s' is not %s", text, list);
 }
 
 int pb_cli_lookup_schedule(const char *text, size_t len, uint32_t *kind) {
@@ -114,9 +116,8 @@ const char *pb_cli_policy_canonical(int id) {
 }
 
 const char *pb_cli_scorer_canonical(uint32_t scorer) {
-    for (size_t i = 0; i < COUNT(SCORERS); ++i)
-        if (SCORERS[i].value == (int)scorer) return SCORERS[i].name;
-    return "?";
+    const char *name = pb_scorer_name(scorer);
+    return name != NULL ? name : "?";
 }
 
 /* "alias = canonical" for every name whose value appeared before. */
@@ -137,7 +138,12 @@ void pb_cli_help_common(FILE *out) {
         fprintf(out, "  %s = %s\n", FLAG_ALIASES[i].alias,
                 FLAG_ALIASES[i].canonical);
     print_aliases(out, "--policy", POLICIES, COUNT(POLICIES));
-    print_aliases(out, "--scorer", SCORERS, COUNT(SCORERS));
+    for (size_t i = 0; i < COUNT(SCORER_ALIASES); ++i) {
+        uint32_t s = 0;
+        if (pb_scorer_from_name(SCORER_ALIASES[i], &s) == PB_OK)
+            fprintf(out, "  --scorer %s = %s\n", SCORER_ALIASES[i],
+                    pb_scorer_name(s));
+    }
     for (size_t i = 0; i < COUNT(SCHEDULE_ALIASES); ++i)
         fprintf(out, "  --schedule %s = %s\n", SCHEDULE_ALIASES[i].name,
                 pb_schedule_kind_name((uint32_t)SCHEDULE_ALIASES[i].value));

@@ -65,7 +65,6 @@ const char *pb_cli_scorer_canonical(uint32_t scorer);
 /* "pyramidkv, snapkv, ... or sliding-window": the canonical names for a
  * message or a help line. */
 extern const char pb_cli_policy_list[];
-extern const char pb_cli_scorer_list[];
 extern const char pb_cli_schedule_list[];
 
 /* Prints the lines every subcommand's --help ends with: the aliases (flags

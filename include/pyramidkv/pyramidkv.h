@@ -396,6 +396,18 @@ typedef enum pb_scorer {
     PB_SCORER_NONE = 4        /* recency: the oldest evictable goes first */
 } pb_scorer;
 
+/* The canonical name of a scorer: "window", "cumulative", "last", "votes"
+ * or "none" (the enum's names, lower case), a static string; NULL for a
+ * value that is not a pb_scorer. Pure and thread-safe. */
+PB_API const char *pb_scorer_name(uint32_t scorer);
+
+/* The scorer whose name is `name` written to *scorer: a canonical name as
+ * above, or the alias "recency" for PB_SCORER_NONE (exact and
+ * case-sensitive). Returns PB_OK; PB_ERR_NULL if name or scorer is NULL;
+ * PB_ERR_PARAM for an unknown name (*scorer untouched). Pure and
+ * thread-safe. */
+PB_API pb_status pb_scorer_from_name(const char *name, uint32_t *scorer);
+
 /* Everything a native create takes, in one struct that grows by the rule of
  * docs/abi.md: the caller sets struct_size to sizeof(pb_kvcache_config) as
  * its header knows it (PB_KVCACHE_CONFIG_DEFAULT does), the library reads

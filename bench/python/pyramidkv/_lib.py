@@ -357,6 +357,7 @@ def _declare(L):
         "pb_kvcache_schedule_shares": (st, [vp, vp, size_t, vp]),
         "pb_schedule_kind_name": (ctypes.c_char_p, [u32]),
         "pb_schedule_kind_from_name": (st, [ctypes.c_char_p, vp]),
+        "pb_scorer_name": (ctypes.c_char_p, [u32]),
         "pb_kvcache_pyramidkv_create": (st, [vp, vp, vp, vp]),
         "pb_kvcache_pyramidkv_size": (st, [vp, vp, vp]),
         "pb_kvcache_create": (st, [vp, vp, vp]),

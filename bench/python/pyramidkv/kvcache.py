@@ -8,6 +8,7 @@ so one instance is never used by two threads at once, and a closed instance
 refusing every call) and the numpy checks that keep C inside the caller's
 buffers. Every decision is the library's.
 """
+import collections.abc
 import ctypes
 import threading
 
@@ -17,7 +18,38 @@ from . import _lib
 from ._lib import PyramidKVError, check, check_u32, lib
 
 UINT32_MAX = 0xFFFFFFFF
-SCORERS = {"window": 0, "cumulative": 1, "last": 2, "votes": 3, "none": 4}
+
+
+class _ScorerNames(collections.abc.Mapping):
+    """name -> pb_scorer, the library's canonical names (pb_scorer_name),
+    read from the library on first use."""
+
+    def __init__(self):
+        self._names = None
+
+    def _table(self):
+        if self._names is None:
+            names, s = {}, 0
+            while True:
+                name = lib().pb_scorer_name(s)
+                if name is None:
+                    break
+                names[name.decode()] = s
+                s += 1
+            self._names = names
+        return self._names
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+
+SCORERS = _ScorerNames()
 POOLS = {"max": 0, "avg": 1}
 PREFILL_SCOPES = {"consistent": 0, "reference": 1}
 ROW_STORES = {"cached": 0, "streamed": 1}

@@ -1,0 +1,157 @@
+/*
+ * instance_internal.h - the common part of every policy instance: the
+ * resolved configuration (read and validated by policy_config.c), struct
+ * pb_kvcache (what every scorer has, which the doors validate against),
+ * the reserve at the start of an instance's block, the holes a scorer may
+ * leave among its columns and the position lookups through them, and the
+ * engine's peek of an evict's victims (policy.c). Not installed; every
+ * name is pb__ or a struct member.
+ */
+#ifndef PB_SRC_INSTANCE_INTERNAL_H
+#define PB_SRC_INSTANCE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "block_layout.h"
+#include "kernels.h"
+#include "pyramidkv/pyramidkv.h"
+
+/* ------------------------------------------------------------------------ */
+/* Resolved configuration                                                   */
+
+/* A configuration after validation, with the share and the capacity
+ * resolved: what the engine reads of it (the budget, the layer and the
+ * pyramid are spent in resolving the share). */
+typedef struct pb__config {
+    uint32_t recent_window;   /* newest positions never evicted */
+    uint32_t obs_window;      /* steps a window score sums */
+    uint32_t pool_kernel;     /* odd width of the score pooling */
+    uint32_t share;           /* explicit share, 0: the pyramid formula */
+    uint32_t scorer;          /* pb_scorer */
+    uint32_t sinks;           /* earliest positions never evicted */
+    uint32_t pool;            /* pb_pool */
+    uint32_t prefill_scope;   /* pb_prefill_scope */
+    uint32_t prefill_max_len; /* prompt positions of prefill scratch */
+    uint32_t row_stores;      /* pb_row_stores */
+    uint32_t effective;       /* max(share, recent_window + 1) */
+    uint64_t capacity;        /* positions held at most, >= 2 */
+} pb__config;
+
+/* The versioned config that the released params + options (NULL: their
+ * defaults) describe. */
+void pb__config_from_params(const pb_kvcache_pyramidkv_params *params,
+                            const pb_kvcache_options *options,
+                            pb_kvcache_config *out);
+
+/* Reads a caller's versioned config by the rule of docs/abi.md (the
+ * fields its struct_size covers, the defaults for the rest; NULL: the
+ * defaults), validates it in the order the header documents and resolves
+ * the share and the capacity. PB_OK or PB_ERR_PARAM (also for a
+ * struct_size below its first released size, struct_growth.h, or a byte past the fields this
+ * library knows that is not zero). */
+pb_status pb__config_load(const pb_kvcache_config *user, pb__config *out);
+
+/* ------------------------------------------------------------------------ */
+/* The instance                                                             */
+
+struct pb__scorer_ops;
+
+/* The dead columns of an instance's pos[], ascending: at[0 .. n-1]. */
+typedef struct pb__holes {
+    const size_t *at;
+    size_t n;
+} pb__holes;
+
+/*
+ * The common part of one policy instance: the first member of every
+ * scorer's state struct, at the start of the instance's one block (all
+ * arrays live in that block, obtained at create).
+ *
+ * Held positions are numbered by their rank i (0 = oldest); pos[] holds
+ * them by column, ascending. Columns and ranks differ only by holes: a
+ * scorer may leave the columns of a few victims in place (the window
+ * scorer does, until a compaction: window_internal.h), each keeping its
+ * old position, so pos[] stays ascending over all columns; its table entry
+ * `holes` lists them. Every other scorer has none (column == rank).
+ */
+struct pb_kvcache {
+    const struct pb__scorer_ops *ops; /* the scorer's, chosen at create */
+    pb__config cfg;
+    const pb__kernels *k; /* the hot loops, chosen at create */
+    size_t capacity;      /* cfg.capacity as size_t */
+    size_t kept;          /* positions held now, 0 .. capacity */
+    size_t sinks_kept;    /* of them, those below cfg.sinks: the oldest
+                             ranks, never evicted (admissions count
+                             them) */
+    uint32_t *pos;        /* positions by column, ascending */
+    uint32_t q_limit_bits;/* the door's weight check also flags weights at
+                             or above this bit pattern (PB__WEIGHT_BIG;
+                             UINT32_MAX: none) */
+    int self_checks;      /* the scorer's observe checks the weights of an
+                             instance that is not full itself, in the pass
+                             that reads them for the scores (undoing the
+                             step on a bad one), so the door need not */
+    int fresh;            /* 1 after create or reset until the first
+                             successful observe (the prefill door needs a
+                             fresh instance) */
+    pb_allocator allocator; /* resolved: never NULL functions */
+    void *block;            /* what the allocator returned */
+    size_t block_bytes;     /* what it was asked for */
+};
+
+/* The first column whose position is at least pos (kept + h.n if none):
+ * the columns' positions, holes h included, ascend. */
+static inline size_t pb__column_at_least(const pb_kvcache *p, pb__holes h,
+                                         uint32_t pos) {
+    size_t lo = 0, hi = p->kept + h.n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (p->pos[mid] < pos)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many of the holes h lie below column col. */
+static inline size_t pb__holes_below(pb__holes h, size_t col) {
+    size_t lo = 0, hi = h.n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2u;
+        if (h.at[mid] < col)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The first lines of every instance's block: its state, the common part
+ * and the scorer's own struct (each scorer checks that its struct fits).
+ * Every scorer reserves the same, so an instance's size depends on its
+ * arrays only. */
+#define PB__STATE_BYTES ((size_t)8 * PB__ALIGN)
+
+/* The bytes pb__kvcache_peek_lowest's work area needs for this instance. */
+size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p);
+
+/* The first k victims an evict with this budget would choose, in the
+ * order it chooses them (lowest score first, ties to the older), as
+ * (score, position) pairs; the instance is not changed. Writes at most
+ * cap pairs (positions[], scores[]) and returns how many the evict would
+ * take in all (0 when it would take none); the pairs written are the
+ * first min(cap, that) of them. work: pb__kvcache_peek_work_bytes(p)
+ * bytes, 8-aligned. Allocates nothing (policy.c). */
+size_t pb__kvcache_peek_lowest(const pb_kvcache *p, uint32_t budget,
+                               uint32_t *positions, double *scores,
+                               size_t cap, void *work);
+
+/* pb__kvcache_peek_lowest through the scorer's lowest entry (where it has
+ * one): the same answer; the instance's hints may change. */
+size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
+                          uint32_t *positions, double *scores, size_t cap,
+                          void *work);
+
+#endif /* PB_SRC_INSTANCE_INTERNAL_H */
