@@ -43,6 +43,29 @@ bench_stats bench_stats_of(double *values, size_t n) {
     return s;
 }
 
+int bench_series_alloc(bench_series *s, size_t runs) {
+    int ok = 1;
+    for (int k = 0; k < 4; ++k) {
+        s->v[k] = malloc(runs * sizeof *s->v[k]);
+        ok = ok && s->v[k] != NULL;
+    }
+    if (ok) return 0;
+    bench_series_free(s);
+    return -1;
+}
+
+void bench_series_stats(bench_series *s, const bench_options *opt) {
+    for (int k = 0; k < 4; ++k)
+        s->st[k] = bench_stats_of(s->v[k] + opt->warmup, opt->reps);
+}
+
+void bench_series_free(bench_series *s) {
+    for (int k = 0; k < 4; ++k) {
+        free(s->v[k]);
+        s->v[k] = NULL;
+    }
+}
+
 int bench_parse_u32(const char *text, uint32_t lo, uint32_t hi,
                     uint32_t *out) {
     char *end = NULL;

@@ -38,6 +38,7 @@ typedef struct bench_stats {
 bench_stats bench_stats_of(double *values, size_t n);
 
 /* Options every benchmark accepts. */
+
 typedef struct bench_options {
     int quick;       /* --quick: a tiny correctness run, one repetition */
     unsigned reps;   /* --reps N: timed repetitions after the warm-up */
@@ -45,6 +46,22 @@ typedef struct bench_options {
     char command[1024]; /* the command line as given, for the banner
                            (arguments past its size are cut, marked "...") */
 } bench_options;
+
+/* The four series of a comparison, one value per run (warm-up runs
+ * first): the library's and the other side's figures by the wall clock
+ * (v[0], v[1]), then by thread CPU time (v[2], v[3]); st[k] summarises
+ * v[k] once bench_series_stats has run. */
+typedef struct bench_series {
+    double *v[4];
+    bench_stats st[4];
+} bench_series;
+
+/* Allocates the four series of `runs` values: 0, or -1 with none held. */
+int bench_series_alloc(bench_series *s, size_t runs);
+/* st[k] = bench_stats_of the timed repetitions of v[k] (after the
+ * warm-up); sorts them in place. */
+void bench_series_stats(bench_series *s, const bench_options *opt);
+void bench_series_free(bench_series *s);
 
 /* Parses --quick, --reps N and --help out of argv, leaving the flags it
  * does not know in argv (compacted, *argc updated) for the program's own

@@ -227,10 +227,9 @@ static int bench_member(const member *m, uint32_t budget, uint32_t steps,
     const unsigned runs = opt->warmup + opt->reps;
     const size_t cap = (size_t)steps + 1u;
     uint32_t *got = malloc(cap * sizeof *got);
-    double *rate[4];
-    for (int k = 0; k < 4; ++k) rate[k] = malloc(runs * sizeof *rate[k]);
+    bench_series rate;
     int rc = 0;
-    if (!got || !rate[0] || !rate[1] || !rate[2] || !rate[3])
+    if (bench_series_alloc(&rate, runs) != 0 || !got)
         rc = bench_fail(NAME, "out of memory");
     /* Alternate the two so that drift in the machine's speed hits both. */
     for (unsigned r = 0; r < runs && rc == 0; ++r) {
@@ -244,25 +243,23 @@ static int bench_member(const member *m, uint32_t budget, uint32_t steps,
                 break;
             }
             rc = same_victims(&pl, got, n, m, who ? "reference" : "library");
-            rate[who][r] = (double)steps / s;
-            rate[2 + who][r] = (double)steps / cpu;
+            rate.v[who][r] = (double)steps / s;
+            rate.v[2 + who][r] = (double)steps / cpu;
         }
     }
     if (rc == 0) {
-        const bench_stats l = bench_stats_of(rate[0] + opt->warmup, opt->reps);
-        const bench_stats f = bench_stats_of(rate[1] + opt->warmup, opt->reps);
-        const bench_stats lc = bench_stats_of(rate[2] + opt->warmup, opt->reps);
-        const bench_stats fc = bench_stats_of(rate[3] + opt->warmup, opt->reps);
+        bench_series_stats(&rate, opt);
+        const bench_stats l = rate.st[0], f = rate.st[1];
         printf("%-14s budget %4u | library %10.0f steps/s [%.0f - %.0f] "
                "(%.3f us/step) | reference %9.0f steps/s [%.0f - %.0f] | "
                "ratio %.2fx | CPU ratio %.2fx | victims identical (%zu)\n",
                m->name, (unsigned)budget, l.median, l.min, l.max,
                1e6 / l.median, f.median, f.min, f.max, l.median / f.median,
-               lc.median / fc.median, pl.n_victims);
+               rate.st[2].median / rate.st[3].median, pl.n_victims);
         fflush(stdout);
     }
     free(got);
-    for (int k = 0; k < 4; ++k) free(rate[k]);
+    bench_series_free(&rate);
     plan_free(&pl);
     return rc;
 }

@@ -65,51 +65,41 @@ static int bench_budget(uint32_t budget, uint32_t steps,
         bench_replay_plan_free(&pl);
         return bench_fail(NAME, "reference create: %s", pb_status_str(st));
     }
-    const bench_replayer library = bench_replayer_library(lib);
-    const bench_replayer reference = bench_replayer_reference(&ref);
+    const bench_replayer side[2] = {bench_replayer_library(lib),
+                                    bench_replayer_reference(&ref)};
+    static const char *const side_name[2] = {"library", "reference"};
     char what[32];
     snprintf(what, sizeof what, "budget %u", (unsigned)budget);
     const unsigned runs = opt->warmup + opt->reps;
     uint32_t *got = malloc((size_t)steps * sizeof *got);
-    double *lib_rate = malloc(runs * sizeof *lib_rate);
-    double *ref_rate = malloc(runs * sizeof *ref_rate);
-    double *lib_cpu = malloc(runs * sizeof *lib_cpu);
-    double *ref_cpu = malloc(runs * sizeof *ref_cpu);
+    bench_series rate;
     int rc = 0;
-    if (!got || !lib_rate || !ref_rate || !lib_cpu || !ref_cpu) {
+    if (bench_series_alloc(&rate, runs) != 0 || !got) {
         rc = bench_fail(NAME, "out of memory");
         goto done;
     }
 
     /* Alternate the two so that drift in the machine's speed hits both. */
     for (unsigned r = 0; r < runs && rc == 0; ++r) {
-        size_t n = 0;
-        double cpu = 0.0;
-        double s = bench_replay_run(&library, &pl, got, steps, &n, &cpu);
-        if (s < 0.0) {
-            rc = bench_fail(NAME, "%s: a library call failed", what);
-            break;
+        for (int who = 0; who < 2 && rc == 0; ++who) {
+            size_t n = 0;
+            double cpu = 0.0;
+            const double s =
+                bench_replay_run(&side[who], &pl, got, steps, &n, &cpu);
+            if (s < 0.0) {
+                rc = bench_fail(NAME, "%s: a %s call failed", what,
+                                side_name[who]);
+                break;
+            }
+            rc = bench_replay_check(&pl, got, n, what, side_name[who]);
+            rate.v[who][r] = (double)steps / s;
+            rate.v[2 + who][r] = (double)steps / cpu;
         }
-        if ((rc = bench_replay_check(&pl, got, n, what, "library")) != 0)
-            break;
-        lib_rate[r] = (double)steps / s;
-        lib_cpu[r] = (double)steps / cpu;
-
-        s = bench_replay_run(&reference, &pl, got, steps, &n, &cpu);
-        if (s < 0.0) {
-            rc = bench_fail(NAME, "%s: a reference call failed", what);
-            break;
-        }
-        if ((rc = bench_replay_check(&pl, got, n, what, "reference")) != 0)
-            break;
-        ref_rate[r] = (double)steps / s;
-        ref_cpu[r] = (double)steps / cpu;
     }
     if (rc == 0) {
-        const bench_stats l = bench_stats_of(lib_rate + opt->warmup, opt->reps);
-        const bench_stats f = bench_stats_of(ref_rate + opt->warmup, opt->reps);
-        const bench_stats lc = bench_stats_of(lib_cpu + opt->warmup, opt->reps);
-        const bench_stats fc = bench_stats_of(ref_cpu + opt->warmup, opt->reps);
+        bench_series_stats(&rate, opt);
+        const bench_stats l = rate.st[0], f = rate.st[1];
+        const bench_stats lc = rate.st[2], fc = rate.st[3];
         printf("budget %4u | library %10.0f steps/s [%.0f - %.0f] "
                "(%.3f us/step) | reference %9.0f steps/s [%.0f - %.0f] "
                "(%.3f us/step) | ratio %.2fx | victims identical (%zu)\n",
@@ -124,10 +114,7 @@ static int bench_budget(uint32_t budget, uint32_t steps,
     }
 done:
     free(got);
-    free(lib_rate);
-    free(ref_rate);
-    free(lib_cpu);
-    free(ref_cpu);
+    bench_series_free(&rate);
     ref_destroy(&ref);
     pb_kvcache_destroy(lib);
     bench_replay_plan_free(&pl);

@@ -117,10 +117,9 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
     const unsigned runs = opt->warmup + opt->reps;
     uint32_t *got = malloc((size_t)steps * sizeof *got);
     float *dst = bench_alloc(((size_t)budget + cadence) * sizeof *dst);
-    double *v[4]; /* library wall, floor wall, library CPU, floor CPU */
-    for (int k = 0; k < 4; ++k) v[k] = malloc(runs * sizeof *v[k]);
+    bench_series t; /* microseconds per step; the other side: the floor */
     int rc = 0;
-    if (!got || !dst || !v[0] || !v[1] || !v[2] || !v[3])
+    if (bench_series_alloc(&t, runs) != 0 || !got || !dst)
         rc = bench_fail(NAME, "out of memory");
     /* Alternate the two so that drift in the machine's speed hits both. */
     for (unsigned r = 0; r < runs && rc == 0; ++r) {
@@ -133,16 +132,14 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
         }
         if ((rc = bench_replay_check(&pl, got, n, what, "library")) != 0)
             break;
-        v[0][r] = 1e6 * s / steps;
-        v[2][r] = 1e6 * cpu / steps;
-        v[1][r] = 1e6 * replay_floor(&pl, dst, &cpu) / steps;
-        v[3][r] = 1e6 * cpu / steps;
+        t.v[0][r] = 1e6 * s / steps;
+        t.v[2][r] = 1e6 * cpu / steps;
+        t.v[1][r] = 1e6 * replay_floor(&pl, dst, &cpu) / steps;
+        t.v[3][r] = 1e6 * cpu / steps;
     }
     if (rc == 0) {
-        const bench_stats lw = bench_stats_of(v[0] + opt->warmup, opt->reps);
-        const bench_stats fw = bench_stats_of(v[1] + opt->warmup, opt->reps);
-        const bench_stats lc = bench_stats_of(v[2] + opt->warmup, opt->reps);
-        const bench_stats fc = bench_stats_of(v[3] + opt->warmup, opt->reps);
+        bench_series_stats(&t, opt);
+        const bench_stats lw = t.st[0], fw = t.st[1], lc = t.st[2], fc = t.st[3];
         printf("%-10s sinks %u budget %4u cadence %3u | CPU: library %.3f "
                "us/step [%.3f - %.3f] | floor %.3f us/step [%.3f - %.3f] "
                "(%.0f B/step) | ratio %.2fx | wall: library %.3f, floor "
@@ -156,7 +153,7 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
     }
     free(got);
     bench_free(dst);
-    for (int k = 0; k < 4; ++k) free(v[k]);
+    bench_series_free(&t);
     bench_replay_plan_free(&pl);
     pb_kvcache_destroy(lib);
     return rc;

@@ -167,12 +167,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
     pb_cli_walk w;
     pb_cli_walk_init(&w, "bench", argc, argv);
     int rc;
-    while ((rc = pb_cli_walk_next(&w)) == 1) {
+    while ((rc = pb_cli_walk_flag(&w, help)) == 1) {
         const char *f = w.flag, *v = NULL;
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 1;
-        }
         if (strcmp(f, "--per-layer") == 0 || strcmp(f, "--json") == 0) {
             if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
             if (f[2] == 'p')
@@ -229,7 +225,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         }
         if (rc != 0) return PB_CLI_USAGE;
     }
-    if (rc != 0) return PB_CLI_USAGE;
+    if (rc != 0) return rc == PB_CLI_WALK_HELP ? 1 : PB_CLI_USAGE;
 
     if (o->kernel % 2u == 0u)
         return pb_cli_usage_error("bench", "--kernel: %u is not odd",

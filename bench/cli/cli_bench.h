@@ -99,12 +99,23 @@ size_t pb_cli_bench_ranked(const trace_run *tr, uint32_t budget, size_t *idx);
 /* Prints "  %+9.6f" of v - uv, or "-" when there is no uniform result. */
 void pb_cli_bench_delta(double v, const pb_wl_result *u, double uv);
 
+/* The rows of a comparison table, per trace and budget best first with a
+ * blank line between groups: head(tr, i) prints the row's first columns,
+ * then mass, recall (each with its difference from uniform), evictions and
+ * peak held. Returns whether a floor binds in any row. */
+int pb_cli_bench_rows(const bench_opts *o, const trace_run *runs,
+                      size_t n_runs,
+                      void (*head)(const trace_run *tr, size_t i));
+
+/* What prints a table or a reading of n_runs runs. */
+typedef void pb_cli_bench_printer(const bench_opts *o, const trace_run *runs,
+                                  size_t n_runs);
+
 /* Schedule mode's table (returns whether a floor binds anywhere) and its
  * one-line reading. */
 int pb_cli_bench_schedule_table(const bench_opts *o, const trace_run *runs,
                                 size_t n_runs);
-void pb_cli_bench_schedule_reading(const bench_opts *o, const trace_run *runs,
-                                   size_t n_runs);
+pb_cli_bench_printer pb_cli_bench_schedule_reading;
 
 /* Output (cli_bench_output.c) */
 
@@ -113,11 +124,7 @@ int pb_cli_bench_print_json(const bench_opts *o, const trace_run *runs,
                             size_t n);
 
 /* The comparison table, its one-line reading, and the per-layer table. */
-void pb_cli_bench_print_table(const bench_opts *o, const trace_run *runs,
-                              size_t n_runs);
-void pb_cli_bench_print_reading(const bench_opts *o, const trace_run *runs,
-                                size_t n_runs);
-void pb_cli_bench_print_per_layer(const bench_opts *o, const trace_run *runs,
-                                  size_t n_runs);
+pb_cli_bench_printer pb_cli_bench_print_table, pb_cli_bench_print_reading,
+    pb_cli_bench_print_per_layer;
 
 #endif /* PB_CLI_BENCH_H */

@@ -130,6 +130,42 @@ void pb_cli_bench_delta(double v, const pb_wl_result *u, double uv) {
         printf("  %+9.6f", v - uv);
 }
 
+int pb_cli_bench_rows(const bench_opts *o, const trace_run *runs,
+                      size_t n_runs,
+                      void (*head)(const trace_run *tr, size_t i)) {
+    int floors = 0;
+    for (size_t t = 0; t < n_runs; ++t) {
+        const trace_run *tr = &runs[t];
+        for (size_t b = 0; b < o->n_budgets; ++b) {
+            size_t idx[MAX_LIST];
+            const size_t n = pb_cli_bench_ranked(tr, o->budgets[b], idx);
+            const pb_wl_result *u = pb_cli_bench_uniform_of(tr, o->budgets[b]);
+            for (size_t k = 0; k < n; ++k) {
+                const pb_wl_result *r = &tr->results[idx[k]];
+                floors |= r->floors_binding != 0u;
+                head(tr, idx[k]);
+                printf("  %8.6f", r->mass);
+                pb_cli_bench_delta(r->mass, u, u ? u->mass : 0.0);
+                printf("  %8.6f", r->recall);
+                pb_cli_bench_delta(r->recall, u, u ? u->recall : 0.0);
+                printf("  %9llu  %9llu\n", (unsigned long long)r->evictions,
+                       (unsigned long long)r->peak_held);
+            }
+            if (t + 1 < n_runs || b + 1 < o->n_budgets) printf("\n");
+        }
+    }
+    return floors;
+}
+
+/* Ratio mode's row up to the mass: trace, budget, ratio, shares. */
+static void ratio_row_head(const trace_run *tr, size_t i) {
+    const pb_wl_result *r = &tr->results[i];
+    printf("%-11s %6u %5u %6llu%c", pb_wl_profile_name(tr->profile),
+           r->config.budget, r->config.ratio,
+           (unsigned long long)r->share_total,
+           r->floors_binding ? '*' : ' ');
+}
+
 void pb_cli_bench_print_table(const bench_opts *o, const trace_run *runs,
                               size_t n_runs) {
     int floors = 0;
@@ -140,28 +176,7 @@ void pb_cli_bench_print_table(const bench_opts *o, const trace_run *runs,
     printf("%-11s %6s %5s %7s  %8s  %9s  %8s  %9s  %9s  %9s\n", "trace",
            "budget", "ratio", "shares", "mass", "vs r=1", "recall", "vs r=1",
            "evictions", "peak held");
-    for (size_t t = 0; t < n_runs; ++t) {
-        const trace_run *tr = &runs[t];
-        for (size_t b = 0; b < o->n_budgets; ++b) {
-            size_t idx[MAX_LIST];
-            const size_t n = pb_cli_bench_ranked(tr, o->budgets[b], idx);
-            const pb_wl_result *u = pb_cli_bench_uniform_of(tr, o->budgets[b]);
-            for (size_t k = 0; k < n; ++k) {
-                const pb_wl_result *r = &tr->results[idx[k]];
-                const char mark = r->floors_binding ? '*' : ' ';
-                floors |= r->floors_binding != 0u;
-                printf("%-11s %6u %5u %6llu%c  %8.6f", pb_wl_profile_name(tr->profile),
-                       r->config.budget, r->config.ratio,
-                       (unsigned long long)r->share_total, mark, r->mass);
-                pb_cli_bench_delta(r->mass, u, u ? u->mass : 0.0);
-                printf("  %8.6f", r->recall);
-                pb_cli_bench_delta(r->recall, u, u ? u->recall : 0.0);
-                printf("  %9llu  %9llu\n", (unsigned long long)r->evictions,
-                       (unsigned long long)r->peak_held);
-            }
-            if (t + 1 < n_runs || b + 1 < o->n_budgets) printf("\n");
-        }
-    }
+    floors = pb_cli_bench_rows(o, runs, n_runs, ratio_row_head);
 notes:
     if (floors) {
         printf("\n* some layers' shares are below the least policy %s keeps "

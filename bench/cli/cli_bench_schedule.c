@@ -24,15 +24,10 @@ uint32_t pb_cli_bench_schedule_ratio(const bench_opts *o, uint32_t kind) {
 int pb_cli_bench_schedule_shares(const bench_opts *o, uint32_t kind,
                                  uint32_t budget, uint32_t layers,
                                  uint32_t **out) {
-    uint32_t *shares = malloc((size_t)layers * sizeof *shares);
-    uint32_t *weights = malloc((size_t)layers * sizeof *weights);
+    uint32_t *shares, *weights;
     *out = NULL;
-    if (shares == NULL || weights == NULL) {
-        free(shares);
-        free(weights);
-        fprintf(stderr, "pyramidkv bench: out of memory\n");
+    if (pb_cli_schedule_arrays("bench", layers, &shares, &weights) != 0)
         return 1;
-    }
     pb_schedule s;
     int rc = pb_cli_schedule_build("bench", &o->sched, kind, budget, layers,
                                    weights, &s);
@@ -140,46 +135,32 @@ int pb_cli_bench_schedule_configs(const bench_opts *o, trace_run *tr) {
     return 0;
 }
 
+/* Schedule mode's row up to the mass: trace, budget, schedule, its total
+ * and what it spends beyond layers x budget. */
+static void schedule_row_head(const trace_run *tr, size_t i) {
+    const pb_wl_result *r = &tr->results[i];
+    const uint64_t lxb = (uint64_t)tr->layers * r->config.budget;
+    char label[32], over[24];
+    pb_cli_bench_label(tr, i, label, sizeof label);
+    if (r->share_total >= lxb)
+        snprintf(over, sizeof over, "+%llu",
+                 (unsigned long long)(r->share_total - lxb));
+    else
+        snprintf(over, sizeof over, "-%llu",
+                 (unsigned long long)(lxb - r->share_total));
+    printf("%-11s %6u %-18s %7llu%c %8s", pb_wl_profile_name(tr->profile),
+           r->config.budget, label, (unsigned long long)r->share_total,
+           r->floors_binding ? '*' : ' ', over);
+}
+
 /* Schedule mode: one row per schedule, its real total and what it spends
  * beyond layers x budget; returns whether a floor binds anywhere. */
 int pb_cli_bench_schedule_table(const bench_opts *o, const trace_run *runs,
                                 size_t n_runs) {
-    int floors = 0;
     printf("%-11s %6s %-18s %8s %8s  %8s  %9s  %8s  %9s  %9s  %9s\n",
            "trace", "budget", "schedule", "shares", "vs LxB", "mass",
            "vs unif", "recall", "vs unif", "evictions", "peak held");
-    for (size_t t = 0; t < n_runs; ++t) {
-        const trace_run *tr = &runs[t];
-        for (size_t b = 0; b < o->n_budgets; ++b) {
-            size_t idx[MAX_LIST];
-            const size_t n = pb_cli_bench_ranked(tr, o->budgets[b], idx);
-            const pb_wl_result *u = pb_cli_bench_uniform_of(tr, o->budgets[b]);
-            for (size_t k = 0; k < n; ++k) {
-                const pb_wl_result *r = &tr->results[idx[k]];
-                const uint64_t lxb = (uint64_t)tr->layers * r->config.budget;
-                char label[32], over[24];
-                pb_cli_bench_label(tr, idx[k], label, sizeof label);
-                if (r->share_total >= lxb)
-                    snprintf(over, sizeof over, "+%llu",
-                             (unsigned long long)(r->share_total - lxb));
-                else
-                    snprintf(over, sizeof over, "-%llu",
-                             (unsigned long long)(lxb - r->share_total));
-                floors |= r->floors_binding != 0u;
-                printf("%-11s %6u %-18s %7llu%c %8s  %8.6f",
-                       pb_wl_profile_name(tr->profile), r->config.budget,
-                       label, (unsigned long long)r->share_total,
-                       r->floors_binding ? '*' : ' ', over, r->mass);
-                pb_cli_bench_delta(r->mass, u, u ? u->mass : 0.0);
-                printf("  %8.6f", r->recall);
-                pb_cli_bench_delta(r->recall, u, u ? u->recall : 0.0);
-                printf("  %9llu  %9llu\n", (unsigned long long)r->evictions,
-                       (unsigned long long)r->peak_held);
-            }
-            if (t + 1 < n_runs || b + 1 < o->n_budgets) printf("\n");
-        }
-    }
-    return floors;
+    return pb_cli_bench_rows(o, runs, n_runs, schedule_row_head);
 }
 
 /* Schedule mode: per trace and budget, the schedule that kept the most

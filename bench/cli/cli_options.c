@@ -218,6 +218,13 @@ int pb_cli_walk_next(pb_cli_walk *w) {
     return 1;
 }
 
+int pb_cli_walk_flag(pb_cli_walk *w, void (*help)(FILE *out)) {
+    const int rc = pb_cli_walk_next(w);
+    if (rc != 1 || strcmp(w->flag, "--help") != 0) return rc;
+    help(stdout);
+    return PB_CLI_WALK_HELP;
+}
+
 int pb_cli_walk_value(pb_cli_walk *w, const char **value) {
     if (w->inline_value != NULL) {
         *value = w->inline_value;

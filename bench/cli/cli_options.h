@@ -92,6 +92,11 @@ void pb_cli_walk_init(pb_cli_walk *w, const char *cmd, int argc, char **argv);
  * not a flag or a flag given before (under any of its spellings). */
 int pb_cli_walk_next(pb_cli_walk *w);
 
+/* pb_cli_walk_next for a subcommand with a help text: after --help (or
+ * -h), prints help(stdout) and returns PB_CLI_WALK_HELP instead of 1. */
+#define PB_CLI_WALK_HELP 4
+int pb_cli_walk_flag(pb_cli_walk *w, void (*help)(FILE *out));
+
 /* The value of the current flag (inline or the next argument). Returns 0,
  * or PB_CLI_USAGE (message printed) if there is none. */
 int pb_cli_walk_value(pb_cli_walk *w, const char **value);

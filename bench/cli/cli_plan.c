@@ -117,12 +117,8 @@ static int parse(int argc, char **argv, plan_opts *o) {
     pb_cli_walk w;
     pb_cli_walk_init(&w, "plan", argc, argv);
     int rc;
-    while ((rc = pb_cli_walk_next(&w)) == 1) {
+    while ((rc = pb_cli_walk_flag(&w, help)) == 1) {
         const char *f = w.flag, *v = NULL;
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 1;
-        }
         if (strcmp(f, "--json") == 0) {
             if (pb_cli_walk_no_value(&w) != 0) return PB_CLI_USAGE;
             o->json = 1;
@@ -159,7 +155,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
         if (pb_cli_parse_u32("plan", f, v, lo, hi, dst) != 0)
             return PB_CLI_USAGE;
     }
-    if (rc != 0) return PB_CLI_USAGE;
+    if (rc != 0) return rc == PB_CLI_WALK_HELP ? 1 : PB_CLI_USAGE;
     return 0;
 }
 
@@ -256,14 +252,9 @@ int pb_cli_plan(int argc, char **argv) {
         return pb_cli_usage_error("plan",
                                   "--kv-heads x --head-dim x --dtype-bytes: "
                                   "K+V bytes per position overflow 64 bits");
-    uint32_t *shares = malloc((size_t)o.layers * sizeof *shares);
-    uint32_t *weights = malloc((size_t)o.layers * sizeof *weights);
-    if (shares == NULL || weights == NULL) {
-        free(shares);
-        free(weights);
-        fprintf(stderr, "pyramidkv plan: out of memory\n");
+    uint32_t *shares, *weights;
+    if (pb_cli_schedule_arrays("plan", o.layers, &shares, &weights) != 0)
         return 1;
-    }
     pb_schedule sched;
     int rc = compute_shares(&o, shares, weights, &sched);
     free(weights); /* read only by the call above */

@@ -17,26 +17,24 @@ typedef struct flag_info {
 } flag_info;
 
 #define K(kind) (1u << (kind))
+#define KVF (K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED))
+#define FLAG(field, kinds)                                                     \
+    {"--" #field, offsetof(pb_cli_schedule_flags, field), kinds}
 static const flag_info FLAGS[] = {
-    {"--ratio", offsetof(pb_cli_schedule_flags, ratio),
-     K(PB_SCHEDULE_ARITHMETIC) | K(PB_SCHEDULE_CURVE) |
-         K(PB_SCHEDULE_GEOMETRIC)},
-    {"--window", offsetof(pb_cli_schedule_flags, window),
-     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED) |
-         K(PB_SCHEDULE_CAKE)},
-    {"--beta", offsetof(pb_cli_schedule_flags, beta),
-     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED) |
-         K(PB_SCHEDULE_TAPER)},
+    FLAG(ratio, K(PB_SCHEDULE_ARITHMETIC) | K(PB_SCHEDULE_CURVE) |
+                    K(PB_SCHEDULE_GEOMETRIC)),
+    FLAG(window, KVF | K(PB_SCHEDULE_CAKE)),
+    FLAG(beta, KVF | K(PB_SCHEDULE_TAPER)),
     {"--prompt-len", offsetof(pb_cli_schedule_flags, prompt_len),
-     K(PB_SCHEDULE_KVFACTORY) | K(PB_SCHEDULE_KVFACTORY_BALANCED) |
-         K(PB_SCHEDULE_CAKE)},
-    {"--sinks", offsetof(pb_cli_schedule_flags, sinks), K(PB_SCHEDULE_TAPER)},
-    {"--gamma", offsetof(pb_cli_schedule_flags, gamma), K(PB_SCHEDULE_CURVE)},
-    {"--weights", offsetof(pb_cli_schedule_flags, weights),
-     K(PB_SCHEDULE_PROFILE) | K(PB_SCHEDULE_CAKE)},
+     KVF | K(PB_SCHEDULE_CAKE)},
+    FLAG(sinks, K(PB_SCHEDULE_TAPER)),
+    FLAG(gamma, K(PB_SCHEDULE_CURVE)),
+    FLAG(weights, K(PB_SCHEDULE_PROFILE) | K(PB_SCHEDULE_CAKE)),
     {"--min-share", offsetof(pb_cli_schedule_flags, min_share),
      K(PB_SCHEDULE_PROFILE)},
 };
+#undef FLAG
+#undef KVF
 #undef K
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -279,6 +277,18 @@ int pb_cli_schedule_build(const char *cmd, const pb_cli_schedule_flags *f,
     }
     *out = s;
     return 0;
+}
+
+int pb_cli_schedule_arrays(const char *cmd, uint32_t layers,
+                           uint32_t **shares, uint32_t **weights) {
+    *shares = malloc((size_t)layers * sizeof **shares);
+    *weights = malloc((size_t)layers * sizeof **weights);
+    if (*shares != NULL && *weights != NULL) return 0;
+    free(*shares);
+    free(*weights);
+    *shares = *weights = NULL;
+    fprintf(stderr, "pyramidkv %s: out of memory\n", cmd);
+    return 1;
 }
 
 void pb_cli_schedule_describe(const pb_schedule *s, char *buf, size_t len) {

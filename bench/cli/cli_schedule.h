@@ -48,6 +48,12 @@ int pb_cli_schedule_build(const char *cmd, const pb_cli_schedule_flags *f,
                           uint32_t kind, uint32_t budget, uint32_t layers,
                           uint32_t *weights, pb_schedule *out);
 
+/* Allocates the shares and the weights of `layers` layers for
+ * pb_cli_schedule_build. Returns 0, or 1 (out of memory, "pyramidkv <cmd>:
+ * out of memory" printed, both pointers NULL). */
+int pb_cli_schedule_arrays(const char *cmd, uint32_t layers,
+                           uint32_t **shares, uint32_t **weights);
+
 /* A one-line description of the schedule's parameters, e.g.
  * "kvfactory C=64 window=8 beta=20". */
 void pb_cli_schedule_describe(const pb_schedule *s, char *buf, size_t len);

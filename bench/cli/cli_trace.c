@@ -63,12 +63,8 @@ static int make(int argc, char **argv) {
     pb_cli_walk w;
     pb_cli_walk_init(&w, "trace", argc, argv);
     int rc;
-    while ((rc = pb_cli_walk_next(&w)) == 1) {
+    while ((rc = pb_cli_walk_flag(&w, help)) == 1) {
         const char *f = w.flag, *v = NULL;
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 0;
-        }
         if (pb_cli_walk_value(&w, &v) != 0) return PB_CLI_USAGE;
         uint32_t *dst = NULL, lo = 0, hi = 0;
         if (strcmp(f, "--make") == 0) {
@@ -105,7 +101,7 @@ static int make(int argc, char **argv) {
         if (pb_cli_parse_u32("trace", f, v, lo, hi, dst) != 0)
             return PB_CLI_USAGE;
     }
-    if (rc != 0) return PB_CLI_USAGE;
+    if (rc != 0) return rc == PB_CLI_WALK_HELP ? 0 : PB_CLI_USAGE;
     if (!have_kind) return pb_cli_usage_error("trace", "--make is required");
     if (out == NULL) return pb_cli_usage_error("trace", "--out is required");
     if (p.window >= p.prompt)
@@ -118,19 +114,30 @@ static int make(int argc, char **argv) {
     return 0;
 }
 
+/* Opens the trace of dump or summary: 0, or the status after the message. */
+static int open_trace(const char *path, pb_tr_reader **r) {
+    char err[256];
+    if (pb_tr_reader_open_file(path, r, err, sizeof err) != 0)
+        return pb_cli_trace_error("trace", path, err);
+    return 0;
+}
+
+/* Closes r and reports running out of memory while reading path. */
+static int out_of_memory(pb_tr_reader *r, const char *path) {
+    pb_tr_reader_close(r);
+    return pb_cli_trace_error("trace", path, "out of memory");
+}
+
 static int dump(const char *path) {
     pb_tr_reader *r = NULL;
-    char err[256];
-    if (pb_tr_reader_open_file(path, &r, err, sizeof err) != 0)
-        return pb_cli_trace_error("trace", path, err);
+    const int orc = open_trace(path, &r);
+    if (orc != 0) return orc;
     /* Collected into memory first: a malformed file prints nothing. */
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
-    if (mem == NULL) {
-        pb_tr_reader_close(r);
-        return pb_cli_trace_error("trace", path, "out of memory");
-    }
+    if (mem == NULL) return out_of_memory(r, path);
+    char err[256];
     const pb_tr_shape s = *pb_tr_reader_shape(r);
     fprintf(mem, "shape layers %u kv_heads %u group %u\n", s.num_layers,
             s.num_kv_heads, s.group_size);
@@ -170,18 +177,15 @@ static int dump(const char *path) {
 
 static int summary(const char *path) {
     pb_tr_reader *r = NULL;
-    char err[256];
-    if (pb_tr_reader_open_file(path, &r, err, sizeof err) != 0)
-        return pb_cli_trace_error("trace", path, err);
+    const int orc = open_trace(path, &r);
+    if (orc != 0) return orc;
     const pb_tr_shape s = *pb_tr_reader_shape(r);
     uint64_t n[4] = {0, 0, 0, 0}, values = 0, bytes = 0;
     uint64_t f16 = 0, reduced = 0;
     uint32_t max_len = 0;
     uint32_t *per_layer = (uint32_t *)calloc(s.num_layers, sizeof *per_layer);
-    if (per_layer == NULL) {
-        pb_tr_reader_close(r);
-        return pb_cli_trace_error("trace", path, "out of memory");
-    }
+    if (per_layer == NULL) return out_of_memory(r, path);
+    char err[256];
     pb_tr_record rec;
     const float *v;
     int got;
@@ -231,13 +235,9 @@ int pb_cli_trace(int argc, char **argv) {
             path = w.argv[w.next++];
             continue;
         }
-        const int rc = pb_cli_walk_next(&w);
+        const int rc = pb_cli_walk_flag(&w, help);
         if (rc == 0) break;
-        if (rc != 1) return PB_CLI_USAGE;
-        if (strcmp(w.flag, "--help") == 0) {
-            help(stdout);
-            return 0;
-        }
+        if (rc != 1) return rc == PB_CLI_WALK_HELP ? 0 : PB_CLI_USAGE;
         if (strcmp(w.flag, "--dump") != 0)
             return pb_cli_usage_error("trace",
                                       "unknown option '%s' (see pyramidkv "

@@ -23,7 +23,7 @@ int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
             a->path = w->argv[w->next++];
             continue;
         }
-        const int rc = pb_cli_walk_next(w);
+        const int rc = pb_cli_walk_flag(w, help);
         if (rc == 0) {
             if (a->path == NULL)
                 return pb_cli_usage_error(w->cmd,
@@ -31,12 +31,8 @@ int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
                                           "pyramidkv %s --help)", w->cmd);
             return pb_cli_input_check(w->cmd, a->path);
         }
-        if (rc != 1) return PB_CLI_USAGE;
+        if (rc != 1) return rc == PB_CLI_WALK_HELP ? 1 : PB_CLI_USAGE;
         const char *f = w->flag;
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 1;
-        }
         if (strcmp(f, "--json") == 0 || strcmp(f, "--per-layer") == 0) {
             if (pb_cli_walk_no_value(w) != 0) return PB_CLI_USAGE;
             if (f[2] == 'j') a->json = 1;

@@ -263,6 +263,14 @@ int pb__vr_step_status(case_state *c, const policy_case *pc,
  * absent). */
 int pb__vr_step_refuse(case_state *c, const policy_case *pc,
                        const cJSON *step, const char *key);
+/* The fields a step head may refuse. */
+#define PB__VR_NO_EXPECT 1u
+#define PB__VR_NO_TOLERANCE 2u
+/* The head of a call step: refuses "expect" and then "tolerance" where
+ * `refused` says so, then reads the optional "expectStatus" as
+ * pb__vr_step_status does. 1, or 0 with the step failed. */
+int pb__vr_step_head(case_state *c, const policy_case *pc, const cJSON *step,
+                     unsigned refused, pb_status *want, int *given);
 /* A step that reads an integer back (effectiveBudget, keptCount,
  * capacity, sinkCount): no args, "expect" an integer equal to got;
  * counts the step in *counter. */

@@ -91,6 +91,15 @@ int pb__vr_step_refuse(case_state *c, const policy_case *pc, const cJSON *step,
     return 0;
 }
 
+int pb__vr_step_head(case_state *c, const policy_case *pc, const cJSON *step,
+                     unsigned refused, pb_status *want, int *given) {
+    return ((refused & PB__VR_NO_EXPECT) == 0u ||
+            pb__vr_step_refuse(c, pc, step, "expect")) &&
+           ((refused & PB__VR_NO_TOLERANCE) == 0u ||
+            pb__vr_step_refuse(c, pc, step, "tolerance")) &&
+           pb__vr_step_status(c, pc, step, want, given);
+}
+
 int pb__vr_check_status(case_state *c, const policy_case *pc, pb_status want,
                         pb_status got) {
     if (want == got) return 1;
@@ -102,9 +111,8 @@ int pb__vr_check_status(case_state *c, const policy_case *pc, pb_status want,
 int pb__vr_step_decode(case_state *c, policy_case *pc, const cJSON *step) {
     pb_status want;
     int given;
-    if (!pb__vr_step_refuse(c, pc, step, "expect") ||
-        !pb__vr_step_refuse(c, pc, step, "tolerance") ||
-        !pb__vr_step_status(c, pc, step, &want, &given))
+    if (!pb__vr_step_head(c, pc, step, PB__VR_NO_EXPECT | PB__VR_NO_TOLERANCE,
+                          &want, &given))
         return -1;
     uint32_t pos;
     const cJSON *a = pb__vr_step_pos_args(c, pc, step, 2, 2, &pos);
@@ -144,8 +152,7 @@ int pb__vr_step_decode(case_state *c, policy_case *pc, const cJSON *step) {
 int pb__vr_step_evict(case_state *c, policy_case *pc, const cJSON *step) {
     pb_status want;
     int given;
-    if (!pb__vr_step_refuse(c, pc, step, "tolerance") ||
-        !pb__vr_step_status(c, pc, step, &want, &given))
+    if (!pb__vr_step_head(c, pc, step, PB__VR_NO_TOLERANCE, &want, &given))
         return -1;
     const cJSON *a = pb__vr_step_args(c, pc, step, 1, 2);
     if (a == NULL) return -1;
@@ -326,9 +333,8 @@ int pb__vr_step_window_score(case_state *c, policy_case *pc, const cJSON *step) 
 int pb__vr_step_reset(case_state *c, policy_case *pc, const cJSON *step) {
     pb_status want;
     int given;
-    if (!pb__vr_step_refuse(c, pc, step, "expect") ||
-        !pb__vr_step_refuse(c, pc, step, "tolerance") ||
-        !pb__vr_step_status(c, pc, step, &want, &given) ||
+    if (!pb__vr_step_head(c, pc, step, PB__VR_NO_EXPECT | PB__VR_NO_TOLERANCE,
+                          &want, &given) ||
         pb__vr_step_args(c, pc, step, 0, 0) == NULL)
         return -1;
     (void)given;

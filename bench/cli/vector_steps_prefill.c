@@ -73,8 +73,7 @@ static int partition_of_prompt(const uint32_t *kept, size_t n_kept,
 int pb__vr_step_prefill(case_state *c, policy_case *pc, const cJSON *step) {
     pb_status want;
     int given;
-    if (!pb__vr_step_refuse(c, pc, step, "tolerance") ||
-        !pb__vr_step_status(c, pc, step, &want, &given))
+    if (!pb__vr_step_head(c, pc, step, PB__VR_NO_TOLERANCE, &want, &given))
         return -1;
     (void)given;
     const cJSON *a = pb__vr_step_args(c, pc, step, 3, 3);
