@@ -55,8 +55,15 @@ int bench_series_alloc(bench_series *s, size_t runs) {
 }
 
 void bench_series_stats(bench_series *s, const bench_options *opt) {
+    bench_series_stats_other(s, opt, opt->warmup, opt->reps);
+}
+
+void bench_series_stats_other(bench_series *s, const bench_options *opt,
+                              size_t other_first, size_t other_n) {
     for (int k = 0; k < 4; ++k)
-        s->st[k] = bench_stats_of(s->v[k] + opt->warmup, opt->reps);
+        s->st[k] = k % 2 == 0
+                       ? bench_stats_of(s->v[k] + opt->warmup, opt->reps)
+                       : bench_stats_of(s->v[k] + other_first, other_n);
 }
 
 void bench_series_free(bench_series *s) {

@@ -47,10 +47,10 @@ typedef struct bench_options {
                            (arguments past its size are cut, marked "...") */
 } bench_options;
 
-/* The four series of a comparison, one value per run (warm-up runs
- * first): the library's and the other side's figures by the wall clock
- * (v[0], v[1]), then by thread CPU time (v[2], v[3]); st[k] summarises
- * v[k] once bench_series_stats has run. */
+/* Four series of figures, one value per run (warm-up runs first); st[k]
+ * summarises v[k] once bench_series_stats has run. A comparison of the
+ * library with another side holds the library's and the other's figures
+ * by the wall clock in v[0] and v[1], by thread CPU time in v[2], v[3]. */
 typedef struct bench_series {
     double *v[4];
     bench_stats st[4];
@@ -61,6 +61,10 @@ int bench_series_alloc(bench_series *s, size_t runs);
 /* st[k] = bench_stats_of the timed repetitions of v[k] (after the
  * warm-up); sorts them in place. */
 void bench_series_stats(bench_series *s, const bench_options *opt);
+/* The same where the other side timed other_n runs from index other_first
+ * (v[1], v[3]) and the library opt->reps after the warm-up (v[0], v[2]). */
+void bench_series_stats_other(bench_series *s, const bench_options *opt,
+                              size_t other_first, size_t other_n);
 void bench_series_free(bench_series *s);
 
 /* Parses --quick, --reps N and --help out of argv, leaving the flags it

@@ -129,14 +129,15 @@ static int bench_case(const compaction_case *c, uint64_t seed,
     const unsigned runs = opt->warmup + opt->reps;
     uint32_t *expect = malloc((size_t)c->held * sizeof *expect);
     uint32_t *got = malloc((size_t)c->held * sizeof *got);
-    double *lib_s = malloc(runs * sizeof *lib_s);
-    double *ref_s = malloc(runs * sizeof *ref_s);
-    double *lib_c = malloc(runs * sizeof *lib_c);
-    double *ref_c = malloc(runs * sizeof *ref_c);
+    /* seconds per call; the reference's may hold fewer runs (ref_runs) */
+    bench_series tm;
+    const int no_series = bench_series_alloc(&tm, runs);
+    double *lib_s = tm.v[0], *ref_s = tm.v[1];
+    double *lib_c = tm.v[2], *ref_c = tm.v[3];
     size_t n_expect = 0;
     int rc = 0;
     pb_status st;
-    if (!expect || !got || !lib_s || !ref_s || !lib_c || !ref_c) {
+    if (!expect || !got || no_series) {
         rc = bench_fail(NAME, "out of memory");
         goto done;
     }
@@ -206,9 +207,8 @@ static int bench_case(const compaction_case *c, uint64_t seed,
         snprintf(note, sizeof note,
                  ", measured once without warm-up: one call took over %.0f s",
                  REF_SLOW_SECONDS);
-    const bench_stats l = bench_stats_of(lib_s + opt->warmup, opt->reps);
-    const bench_stats f =
-        bench_stats_of(ref_s + ref_warm, ref_runs - ref_warm);
+    bench_series_stats_other(&tm, opt, ref_warm, ref_runs - ref_warm);
+    const bench_stats l = tm.st[0], f = tm.st[1], lc = tm.st[2], fc = tm.st[3];
     printf("hold %6u -> evict(%u): library %9.3f ms [%.3f - %.3f] (%u rep%s) "
            "| reference %9.3f ms [%.3f - %.3f] (%zu rep%s%s) | ratio %.1fx | "
            "victims identical (%zu)\n",
@@ -217,8 +217,6 @@ static int bench_case(const compaction_case *c, uint64_t seed,
            f.max * 1e3, f.count, f.count == 1 ? "" : "s",
            note,
            f.median / l.median, n_expect);
-    const bench_stats lc = bench_stats_of(lib_c + opt->warmup, opt->reps);
-    const bench_stats fc = bench_stats_of(ref_c + ref_warm, ref_runs - ref_warm);
     printf("   thread CPU time: library %9.3f ms [%.3f - %.3f] | reference "
            "%9.3f ms [%.3f - %.3f] | ratio %.1fx\n",
            lc.median * 1e3, lc.min * 1e3, lc.max * 1e3, fc.median * 1e3,
@@ -228,10 +226,7 @@ static int bench_case(const compaction_case *c, uint64_t seed,
 done:
     free(expect);
     free(got);
-    free(lib_s);
-    free(ref_s);
-    free(lib_c);
-    free(ref_c);
+    bench_series_free(&tm);
     ref_destroy(&ref);
     pb_kvcache_destroy(lib);
     rows_free(&rows);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_family_params.h"
 #include "pyramidkv/pyramidkv.h"
 #include "trace_decode.h"
 #include "workload_family_ref.h"
@@ -41,45 +42,6 @@ static const member family[5] = {
     {"streaming-llm", &pb_kvcache_streaming_llm, &pb_wl_ref_streaming_llm},
     {"sliding-window", &pb_kvcache_sliding_window, &pb_wl_ref_sliding_window},
 };
-
-/* Every params struct of the family starts with the budget; the rest are
- * the policybook defaults. */
-typedef union member_params {
-    pb_kvcache_h2o_params h2o;
-    pb_kvcache_scissorhands_params scissorhands;
-    pb_kvcache_tova_params tova;
-    pb_kvcache_streaming_llm_params streaming_llm;
-    pb_kvcache_sliding_window_params sliding_window;
-} member_params;
-
-static const void *params_of(const member *m, uint32_t budget,
-                             member_params *p) {
-    if (m->library == &pb_kvcache_h2o) {
-        const pb_kvcache_h2o_params d = PB_KVCACHE_H2O_PARAMS_DEFAULT;
-        p->h2o = d;
-        p->h2o.budget = budget;
-    } else if (m->library == &pb_kvcache_scissorhands) {
-        const pb_kvcache_scissorhands_params d =
-            PB_KVCACHE_SCISSORHANDS_PARAMS_DEFAULT;
-        p->scissorhands = d;
-        p->scissorhands.budget = budget;
-    } else if (m->library == &pb_kvcache_tova) {
-        const pb_kvcache_tova_params d = PB_KVCACHE_TOVA_PARAMS_DEFAULT;
-        p->tova = d;
-        p->tova.budget = budget;
-    } else if (m->library == &pb_kvcache_streaming_llm) {
-        const pb_kvcache_streaming_llm_params d =
-            PB_KVCACHE_STREAMING_LLM_PARAMS_DEFAULT;
-        p->streaming_llm = d;
-        p->streaming_llm.budget = budget;
-    } else {
-        const pb_kvcache_sliding_window_params d =
-            PB_KVCACHE_SLIDING_WINDOW_PARAMS_DEFAULT;
-        p->sliding_window = d;
-        p->sliding_window.budget = budget;
-    }
-    return p;
-}
 
 /* The rows and the expected victims of one replay. */
 typedef struct plan {
@@ -112,9 +74,9 @@ static int plan_build(plan *pl, const member *m, uint32_t steps,
     pl->victims = malloc(((size_t)steps + 1u) * sizeof *pl->victims);
     float *full = malloc(PB_WL_POSITIONS * sizeof *full);
     uint32_t *held = malloc(((size_t)budget + 1u) * sizeof *held);
-    member_params mp;
-    pb_kvcache *ref = m->reference->create(params_of(m, budget, &mp), NULL,
-                                           NULL);
+    bench_family_params mp;
+    pb_kvcache *ref = m->reference->create(
+        bench_family_params_of(m->library, budget, &mp), NULL, NULL);
     pb_wl_shape shape;
     pb_wl_trace trace;
     memset(&trace, 0, sizeof trace);
@@ -181,8 +143,10 @@ static int plan_build(plan *pl, const member *m, uint32_t steps,
 static double replay(const member *m, const pb_kvcache_vtable *vt,
                      const plan *pl, uint32_t *out, size_t out_cap,
                      size_t *n_out, double *cpu) {
-    member_params mp;
-    pb_kvcache *p = vt->create(params_of(m, pl->budget, &mp), NULL, NULL);
+    bench_family_params mp;
+    pb_kvcache *p =
+        vt->create(bench_family_params_of(m->library, pl->budget, &mp), NULL,
+                   NULL);
     if (p == NULL) return -1.0;
     const uint32_t budget = pl->budget;
     size_t held = 1, nv = 0;

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_family_params.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
 #include "workload_family_ref.h"
@@ -170,7 +171,7 @@ static int check_decisions(uint32_t obs) {
 typedef struct scorer_row {
     const char *name;      /* the policy it is */
     pb_scorer scorer;
-    uint32_t recent, sinks; /* as the policy's vtable sets them */
+    uint32_t recent, sinks; /* the vtable's defaults */
     double limit;          /* the registry's bytes per held position */
     const pb_kvcache_vtable *vtable, *reference;
 } scorer_row;
@@ -187,34 +188,6 @@ static const scorer_row scorer_rows[] = {
      &pb_kvcache_sliding_window, &pb_wl_ref_sliding_window},
 };
 #define N_SCORER_ROWS (sizeof scorer_rows / sizeof scorer_rows[0])
-
-/* The params struct of the row's vtable at `budget`, in *fp. */
-typedef union family_params {
-    pb_kvcache_h2o_params h2o;
-    pb_kvcache_scissorhands_params scissorhands;
-    pb_kvcache_tova_params tova;
-    pb_kvcache_streaming_llm_params streaming_llm;
-    pb_kvcache_sliding_window_params sliding_window;
-} family_params;
-
-static const void *params_of(const scorer_row *r, uint32_t budget,
-                             family_params *fp) {
-    if (r->vtable == &pb_kvcache_h2o) {
-        fp->h2o.budget = budget;
-        fp->h2o.recent_window = r->recent;
-    } else if (r->vtable == &pb_kvcache_scissorhands) {
-        fp->scissorhands.budget = budget;
-        fp->scissorhands.recent_window = r->recent;
-    } else if (r->vtable == &pb_kvcache_tova) {
-        fp->tova.budget = budget;
-    } else if (r->vtable == &pb_kvcache_streaming_llm) {
-        fp->streaming_llm.budget = budget;
-        fp->streaming_llm.sinks = r->sinks;
-    } else {
-        fp->sliding_window.budget = budget;
-    }
-    return fp;
-}
 
 /* Size query, counted allocation and memory_bytes of pb_kvcache_create at
  * (budget, capacity); all three must agree. */
@@ -255,8 +228,9 @@ static int measure_vtable(const scorer_row *r, uint32_t budget,
                           size_t *bytes) {
     counting_alloc counter = {0, 0, 0, 0};
     const pb_allocator alloc = {count_alloc, count_free, &counter};
-    family_params fp;
-    pb_kvcache *p = r->vtable->create(params_of(r, budget, &fp), &alloc, NULL);
+    bench_family_params fp;
+    pb_kvcache *p = r->vtable->create(
+        bench_family_params_of(r->vtable, budget, &fp), &alloc, NULL);
     if (p == NULL)
         return bench_fail(NAME, "%s: vtable create (budget %u) failed",
                           r->name, (unsigned)budget);
@@ -276,8 +250,8 @@ static int measure_vtable(const scorer_row *r, uint32_t budget,
  * ties occur), then evict(512). */
 static int check_family_decisions(const scorer_row *r) {
     enum { BUDGET = 1023, KEEP = 512 };
-    family_params fp;
-    const void *params = params_of(r, BUDGET, &fp);
+    bench_family_params fp;
+    const void *params = bench_family_params_of(r->vtable, BUDGET, &fp);
     pb_kvcache *lib = r->vtable->create(params, NULL, NULL);
     pb_kvcache *ref = r->reference->create(params, NULL, NULL);
     float *row = malloc((BUDGET + 1) * sizeof *row);

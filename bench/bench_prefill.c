@@ -382,21 +382,18 @@ int main(int argc, char **argv) {
     int pools = 1;  /* bit 0: max, bit 1: avg */
     int scopes = 2; /* bit 0: consistent, bit 1: reference */
     for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--scope") == 0 && i + 1 < argc) {
+        /* --scope consistent|reference|both, --pool max|avg|both: bits */
+        const int scope = strcmp(argv[i], "--scope") == 0;
+        int *dst = scope                             ? &scopes
+                   : strcmp(argv[i], "--pool") == 0 ? &pools
+                                                    : NULL;
+        if (dst != NULL && i + 1 < argc) {
             const char *v = argv[++i];
-            scopes = strcmp(v, "consistent") == 0  ? 1
-                     : strcmp(v, "reference") == 0 ? 2
-                     : strcmp(v, "both") == 0      ? 3
-                                                   : 0;
-            if (scopes) continue;
-        }
-        if (strcmp(argv[i], "--pool") == 0 && i + 1 < argc) {
-            const char *v = argv[++i];
-            pools = strcmp(v, "max") == 0   ? 1
-                    : strcmp(v, "avg") == 0 ? 2
-                    : strcmp(v, "both") == 0 ? 3
-                                             : 0;
-            if (pools) continue;
+            *dst = strcmp(v, scope ? "consistent" : "max") == 0   ? 1
+                   : strcmp(v, scope ? "reference" : "avg") == 0 ? 2
+                   : strcmp(v, "both") == 0                      ? 3
+                                                                 : 0;
+            if (*dst) continue;
         }
         fprintf(stderr, "%s: bad argument '%s' (see --help)\n", NAME, argv[i]);
         return 2;

@@ -263,8 +263,9 @@ static int bench_group(const bench_options *opt) {
     size_t nk[8];
     for (uint32_t h = 0; h < H; ++h) kp[h] = k + (size_t)h * cap * D;
     const unsigned reps = opt->warmup + opt->reps;
-    double *tg = calloc(reps, sizeof *tg), *ts = calloc(reps, sizeof *ts);
-    double *tp = calloc(reps, sizeof *tp), *tv = calloc(reps, sizeof *tv);
+    bench_series tm; /* group, separate, plain loop, 8-lane loop */
+    if (bench_series_alloc(&tm, reps) != 0)
+        return bench_fail(NAME, "out of memory");
     for (unsigned rep = 0; rep < reps; ++rep) {
         uint32_t pos = 1;
         if (pb_kvcache_group_reset(grp) != PB_OK) return 1;
@@ -300,15 +301,14 @@ static int bench_group(const bench_options *opt) {
                 lane_dots(q + h * G * D, 1u, kp[h], 0, n + i + 1u, dots);
         double t4 = bench_now();
         sink = dots[0];
-        tg[rep] = (t1 - t0) / calls;
-        ts[rep] = (t2 - t1) / calls;
-        tp[rep] = (t3 - t2) / calls;
-        tv[rep] = (t4 - t3) / calls;
+        tm.v[0][rep] = (t1 - t0) / calls;
+        tm.v[1][rep] = (t2 - t1) / calls;
+        tm.v[2][rep] = (t3 - t2) / calls;
+        tm.v[3][rep] = (t4 - t3) / calls;
     }
-    const double mg = median_of(opt, tg);
-    const double ms = median_of(opt, ts);
-    const double mp = median_of(opt, tp);
-    const double mv = median_of(opt, tv);
+    bench_series_stats(&tm, opt);
+    const double mg = tm.st[0].median, ms = tm.st[1].median;
+    const double mp = tm.st[2].median, mv = tm.st[3].median;
     printf("\ngroup: one layer of %u KV heads, group %d, head dim %d, about "
            "%u keys per head (+ the token's own), float32; us per layer "
            "step\n", H, G, D, n);
@@ -323,10 +323,7 @@ static int bench_group(const bench_options *opt) {
     bench_free(q);
     bench_free(k);
     bench_free(dots);
-    free(tg);
-    free(ts);
-    free(tp);
-    free(tv);
+    bench_series_free(&tm);
     return 0;
 }
 
@@ -376,8 +373,9 @@ static int bench_loop(const bench_options *opt) {
         total_rows += share;
     }
     const unsigned reps = opt->warmup + opt->reps;
-    double *t_obs = calloc(reps, sizeof(double)), *t_ev = calloc(reps, sizeof(double));
-    double *t_cp = calloc(reps, sizeof(double)), *t_fl = calloc(reps, sizeof(double));
+    bench_series tm; /* observe, evict, compact, memmove floor */
+    if (bench_series_alloc(&tm, reps) != 0)
+        return bench_fail(NAME, "out of memory");
     double bytes = 0.0;
     uint32_t pos = 1u << 20;
     for (unsigned rep = 0; rep < reps; ++rep) {
@@ -421,15 +419,14 @@ static int bench_loop(const bench_options *opt) {
             }
             sf += bench_now() - f0;
         }
-        t_obs[rep] = so / tokens;
-        t_ev[rep] = se / tokens;
-        t_cp[rep] = sc / tokens;
-        t_fl[rep] = sf / tokens;
+        tm.v[0][rep] = so / tokens;
+        tm.v[1][rep] = se / tokens;
+        tm.v[2][rep] = sc / tokens;
+        tm.v[3][rep] = sf / tokens;
     }
-    const double mo = median_of(opt, t_obs);
-    const double me = median_of(opt, t_ev);
-    const double mc = median_of(opt, t_cp);
-    const double mf = median_of(opt, t_fl);
+    bench_series_stats(&tm, opt);
+    const double mo = tm.st[0].median, me = tm.st[1].median;
+    const double mc = tm.st[2].median, mf = tm.st[3].median;
     printf("\nloop: %u layers x %u KV heads (%zu instances, %zu rows held), "
            "average %u, ratio 4, group %d, head dim %d, float32 K/V, "
            "cadence 1; ms per token (all instances)\n",
@@ -445,10 +442,7 @@ static int bench_loop(const bench_options *opt) {
         bench_free(in[i].v);
     }
     free(in);
-    free(t_obs);
-    free(t_ev);
-    free(t_cp);
-    free(t_fl);
+    bench_series_free(&tm);
     pb_qk_destroy(qk);
     return 0;
 }

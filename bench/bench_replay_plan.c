@@ -19,9 +19,8 @@ static const char *const NAME = "bench_decode_replay";
 
 void bench_replay_plan_free(bench_replay_plan *pl) {
     free(pl->off);
-    free(pl->len);
+    free(pl->len); /* and victims */
     bench_free(pl->attn);
-    free(pl->victims);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -37,9 +36,9 @@ int bench_replay_plan_build(bench_replay_plan *pl,
     size_t total = 0;
     for (uint32_t t = 1; t <= steps; ++t) total += t < most ? t : most;
     pl->off = malloc(steps * sizeof *pl->off);
-    pl->len = malloc(steps * sizeof *pl->len);
+    pl->len = malloc(2u * (size_t)steps * sizeof *pl->len);
+    pl->victims = pl->len != NULL ? pl->len + steps : NULL;
     pl->attn = bench_alloc(total * sizeof *pl->attn);
-    pl->victims = malloc((size_t)steps * sizeof *pl->victims);
     float *full = malloc(PB_WL_POSITIONS * sizeof *full);
     pb_wl_shape shape;
     pb_wl_trace trace;

@@ -20,7 +20,7 @@
 typedef struct bench_replay_plan {
     uint32_t steps, budget, cadence;
     size_t *off;       /* [steps] offset of step t's row in attn */
-    uint32_t *len;     /* [steps] held count before step t */
+    uint32_t *len;     /* [steps] held count before step t; victims follow */
     float *attn;       /* all rows back to back */
     size_t n_victims;  /* victims over the whole replay */
     uint32_t *victims; /* [steps] in call order, ascending per call */

@@ -336,9 +336,8 @@ static void free_trace(trace_run *tr) {
 
 int pb_cli_bench(int argc, char **argv) {
     bench_opts o;
-    const int prc = parse(argc, argv, &o);
-    if (prc == 1) return 0;
-    if (prc != 0) return prc;
+    const int prc = parse(argc, argv, &o); /* 1: --help printed */
+    if (prc != 0) return prc == 1 ? 0 : prc;
 
     progress pr;
     memset(&pr, 0, sizeof pr);

@@ -243,9 +243,8 @@ static int compute_shares(const plan_opts *o, uint32_t *shares,
 
 int pb_cli_plan(int argc, char **argv) {
     plan_opts o;
-    const int prc = parse(argc, argv, &o);
-    if (prc == 1) return 0;
-    if (prc != 0) return prc;
+    const int prc = parse(argc, argv, &o); /* 1: --help printed */
+    if (prc != 0) return prc == 1 ? 0 : prc;
 
     uint64_t per_pos;
     if (position_bytes(&o, &per_pos) != 0)

@@ -263,6 +263,10 @@ int pb__vr_step_status(case_state *c, const policy_case *pc,
  * absent). */
 int pb__vr_step_refuse(case_state *c, const policy_case *pc,
                        const cJSON *step, const char *key);
+/* A buffer of n positions for a step's results; NULL after freeing
+ * `expect` and failing the step ("out of memory"). */
+uint32_t *pb__vr_step_positions(case_state *c, const policy_case *pc,
+                                size_t n, uint32_t *expect);
 /* The fields a step head may refuse. */
 #define PB__VR_NO_EXPECT 1u
 #define PB__VR_NO_TOLERANCE 2u

@@ -91,6 +91,16 @@ int pb__vr_step_refuse(case_state *c, const policy_case *pc, const cJSON *step,
     return 0;
 }
 
+uint32_t *pb__vr_step_positions(case_state *c, const policy_case *pc,
+                                size_t n, uint32_t *expect) {
+    uint32_t *p = malloc(n * sizeof *p);
+    if (p == NULL) {
+        free(expect);
+        pb__vr_step_fail(c, pc, "out of memory");
+    }
+    return p;
+}
+
 int pb__vr_step_head(case_state *c, const policy_case *pc, const cJSON *step,
                      unsigned refused, pb_status *want, int *given) {
     return ((refused & PB__VR_NO_EXPECT) == 0u ||
@@ -179,11 +189,8 @@ int pb__vr_step_evict(case_state *c, policy_case *pc, const cJSON *step) {
      * count behaves as the held count. */
     const size_t held = pb_kvcache_kept_count(pc->kv);
     const size_t room = cap < held ? cap : held;
-    uint32_t *victims = malloc((room + 1u) * sizeof *victims);
-    if (victims == NULL) {
-        free(expect);
-        return pb__vr_step_fail(c, pc, "out of memory");
-    }
+    uint32_t *victims = pb__vr_step_positions(c, pc, room + 1u, expect);
+    if (victims == NULL) return -1;
     c->run->totals->steps_evict += 1u;
     size_t n = 0;
     int ok = 1;
@@ -255,30 +262,25 @@ int pb__vr_step_kept_positions(case_state *c, policy_case *pc, const cJSON *step
         return pb__vr_step_fail(c, pc, "malformed: \"expect\" must be a list of "
                                        "positions");
     const size_t held = pb_kvcache_kept_count(pc->kv);
-    uint32_t *got = malloc((held + 1u) * sizeof *got);
-    if (got == NULL) {
-        free(expect);
-        return pb__vr_step_fail(c, pc, "out of memory");
-    }
+    uint32_t *got = pb__vr_step_positions(c, pc, held + 1u, expect);
+    if (got == NULL) return -1;
     c->run->totals->steps_kept_positions += 1u;
     size_t n = 0;
-    int ok = 1;
+    int ok = 0;
     const pb_status st = pb_kvcache_kept_positions(pc->kv, got, held, &n);
-    if (st != PB_OK) {
+    if (st != PB_OK)
         pb__vr_step_fail(c, pc, "pb_kvcache_kept_positions returned %s",
                          pb__vr_status_name(st));
-        ok = 0;
-    } else if (n > held) {
+    else if (n > held)
         pb__vr_step_fail(c, pc, "pb_kvcache_kept_positions reported %zu positions, "
                                 "more than the %zu held",
                          n, held);
-        ok = 0;
-    } else if (n != n_expect ||
-               (n && memcmp(got, expect, n * sizeof *got) != 0)) {
+    else if (n != n_expect ||
+             (n && memcmp(got, expect, n * sizeof *got) != 0)) {
         pb__vr_step_fail(c, pc, "expected ");
         pb__vr_msg_add_expected_got(&c->msg, expect, n_expect, got, n);
-        ok = 0;
-    }
+    } else
+        ok = 1;
     free(got);
     free(expect);
     return ok ? 0 : -1;

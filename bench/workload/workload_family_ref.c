@@ -35,16 +35,6 @@ typedef struct fam_policy {
 
 static fam_policy *fam_of(pb_kvcache *p) { return (fam_policy *)(void *)p; }
 
-static void fam_free(fam_policy *f) {
-    if (f == NULL) return;
-    free(f->pos);
-    free(f->score);
-    free(f->votes);
-    free(f->observed);
-    free(f->gone);
-    free(f);
-}
-
 static pb_kvcache *fam_create(fam_kind kind, uint32_t budget, uint32_t recent,
                               uint32_t sinks) {
     if (budget == 0u || budget == UINT32_MAX) return NULL;
@@ -52,22 +42,24 @@ static pb_kvcache *fam_create(fam_kind kind, uint32_t budget, uint32_t recent,
         return NULL;
     if (kind == FAM_STREAMING_LLM && sinks >= budget) return NULL;
     if (budget > (1u << 26)) return NULL; /* a reference, not a product */
-    fam_policy *f = calloc(1, sizeof *f);
-    if (f == NULL) return NULL;
+    /* One zeroed block: the struct, then score, pos, votes, observed and
+     * gone, each [capacity]; the doubles start at a multiple of 8. */
+    const size_t cap = (size_t)budget + 1u;
+    const size_t head = (sizeof(fam_policy) + 7u) / 8u * 8u;
+    unsigned char *block = calloc(
+        1, head + cap * (sizeof(double) + 2u * sizeof(uint32_t) + 2u));
+    if (block == NULL) return NULL;
+    fam_policy *f = (fam_policy *)(void *)block;
     f->kind = kind;
     f->budget = budget;
     f->recent = recent;
     f->sinks = sinks;
-    f->capacity = (size_t)budget + 1u;
-    f->pos = calloc(f->capacity, sizeof *f->pos);
-    f->score = calloc(f->capacity, sizeof *f->score);
-    f->votes = calloc(f->capacity, sizeof *f->votes);
-    f->observed = calloc(f->capacity, 1);
-    f->gone = calloc(f->capacity, 1);
-    if (!f->pos || !f->score || !f->votes || !f->observed || !f->gone) {
-        fam_free(f);
-        return NULL;
-    }
+    f->capacity = cap;
+    f->score = (double *)(void *)(block + head);
+    f->pos = (uint32_t *)(void *)(f->score + cap);
+    f->votes = f->pos + cap;
+    f->observed = (unsigned char *)(void *)(f->votes + cap);
+    f->gone = f->observed + cap;
     f->held = 1; /* position 0, score 0, no votes, unobserved */
     return (pb_kvcache *)(void *)f;
 }
@@ -211,7 +203,7 @@ static size_t fam_memory(const pb_kvcache *policy) {
     return 0;
 }
 
-static void fam_destroy(pb_kvcache *policy) { fam_free(fam_of(policy)); }
+static void fam_destroy(pb_kvcache *policy) { free(fam_of(policy)); }
 
 const pb_kvcache_vtable pb_wl_ref_h2o = {h2o_create, fam_decode, fam_evict,
                                          fam_memory, fam_destroy};

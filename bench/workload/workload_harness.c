@@ -28,7 +28,7 @@ typedef struct slot {
 typedef struct run_state {
     pb_wl_trace *traces; /* [layers] */
     slot *slots;         /* [n_configs * layers] */
-    float *weights;      /* [positions] */
+    float *weights;      /* [positions], then attn's [positions] (one block) */
     float *attn;         /* [positions] */
     uint32_t *victims;   /* [positions] */
     uint64_t *held_now;  /* [n_configs] */
@@ -65,8 +65,7 @@ static void state_free(run_state *s) {
         for (uint32_t l = 0; l < s->layers; ++l) pb_wl_trace_free(&s->traces[l]);
     free(s->slots);
     free(s->traces);
-    free(s->weights);
-    free(s->attn);
+    free(s->weights); /* and attn */
     free(s->victims);
     free(s->held_now);
     memset(s, 0, sizeof *s);
@@ -215,11 +214,11 @@ static int setup(const pb_wl_run_params *p, run_state *s, pb_wl_result *res,
     s->n_slots = p->n_configs * L;
     s->traces = calloc(L, sizeof *s->traces);
     s->slots = calloc(s->n_slots, sizeof *s->slots);
-    s->weights = malloc((size_t)P * sizeof *s->weights);
-    s->attn = malloc((size_t)P * sizeof *s->attn);
+    s->weights = malloc(2u * (size_t)P * sizeof *s->weights);
+    s->attn = s->weights != NULL ? s->weights + P : NULL;
     s->victims = malloc((size_t)P * sizeof *s->victims);
     s->held_now = calloc(p->n_configs, sizeof *s->held_now);
-    if (!s->traces || !s->slots || !s->weights || !s->attn || !s->victims ||
+    if (!s->traces || !s->slots || !s->weights || !s->victims ||
         !s->held_now) {
         fail(err, err_len, "out of memory");
         return -1;
