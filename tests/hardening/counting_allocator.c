@@ -10,6 +10,12 @@
 
 void ca_init(counting_allocator *ca) { memset(ca, 0, sizeof *ca); }
 
+void ca_init_failing(counting_allocator *ca, size_t fail_at, int persist) {
+    ca_init(ca);
+    ca->fail_at = fail_at;
+    ca->fail_persist = persist;
+}
+
 void ca_clear_counts(counting_allocator *ca) {
     const size_t fail_at = ca->fail_at;
     const int fail_persist = ca->fail_persist;

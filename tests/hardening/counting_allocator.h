@@ -43,6 +43,11 @@ typedef struct counting_allocator {
 /* Clears counters and settings: no failure, no limit. */
 void ca_init(counting_allocator *ca);
 
+/* Clears counters and settings, then refuses the fail_at-th alloc call
+ * (and, with persist, every later one): the countdown of the
+ * allocation-failure sweeps. */
+void ca_init_failing(counting_allocator *ca, size_t fail_at, int persist);
+
 /* Clears the counters and keeps the settings. Only valid with no live
  * block. */
 void ca_clear_counts(counting_allocator *ca);

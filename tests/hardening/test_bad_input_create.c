@@ -12,6 +12,7 @@
  * the table in docs/robustness.md.
  */
 #include "bad_input_fixture.h"
+#include "ca_checks.h"
 
 /* ------------------------------------------------------------------------ */
 /* pb_version_number, pb_version_string, pb_status_str                      */
@@ -62,10 +63,7 @@ static void expect_create(const pb_kvcache_pyramidkv_params *p,
     assert_int_equal(pb_kvcache_pyramidkv_create(p, o, &a, &out), want);
     if (want == PB_OK) {
         assert_int_equal(ss, PB_OK);
-        assert_non_null(out);
-        assert_int_equal(pb_kvcache_memory_bytes(out), bytes);
-        assert_int_equal(ca.outstanding, bytes);
-        pb_kvcache_destroy(out);
+        ca_check_created(&ca, out, bytes);
     } else {
         assert_null(out);
         if (want == PB_ERR_NOMEM) {

@@ -47,23 +47,23 @@ static const pb_kvcache_vtable *const FAMILY[5] = {
     &pb_kvcache_h2o, &pb_kvcache_scissorhands, &pb_kvcache_tova,
     &pb_kvcache_streaming_llm, &pb_kvcache_sliding_window};
 
+/* Rows name only what is not zero. */
 static const config CONFIGS[] = {
-    {"native, defaults", 0, {512u, 0u, 1u, 4u, 32u, 16u, 7u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1, 0u, 0u, 0u, 0u},
-    {"native, small, pool max", 0, {16u, 3u, 8u, 4u, 4u, 4u, 3u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
-    {"native, pool avg, explicit capacity", 0, {16u, 0u, 1u, 1u, 2u, 1u, 1u},
-     {0u, 0u, 0u, 0u}, {40u, 1u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
-    {"native, prefill scratch reserved", 0, {64u, 0u, 2u, 4u, 8u, 8u, 5u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 1u, 1000u}, 0, 0u, 0u, 0u, 0u},
-    {"vtable pyramidkv, defaults", 1, {512u, 0u, 1u, 4u, 32u, 16u, 7u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 1, 0u, 0u, 0u, 0u},
-    {"vtable pyramidkv, layer 5 of 32", 1, {128u, 5u, 32u, 4u, 8u, 8u, 7u},
-     {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
-    {"vtable snapkv, defaults", 2, {0u, 0u, 0u, 0u, 0u, 0u, 0u},
-     {512u, 32u, 16u, 7u}, {0u, 0u, 0u, 0u}, 1, 0u, 0u, 0u, 0u},
-    {"vtable snapkv, small", 2, {0u, 0u, 0u, 0u, 0u, 0u, 0u},
-     {10u, 3u, 2u, 3u}, {0u, 0u, 0u, 0u}, 0, 0u, 0u, 0u, 0u},
+    {.name = "native, defaults", .params_null = 1,
+     .params = {512u, 0u, 1u, 4u, 32u, 16u, 7u}},
+    {.name = "native, small, pool max",
+     .params = {16u, 3u, 8u, 4u, 4u, 4u, 3u}},
+    {.name = "native, pool avg, explicit capacity",
+     .params = {16u, 0u, 1u, 1u, 2u, 1u, 1u}, .options = {40u, 1u, 0u, 0u}},
+    {.name = "native, prefill scratch reserved",
+     .params = {64u, 0u, 2u, 4u, 8u, 8u, 5u}, .options = {0u, 0u, 1u, 1000u}},
+    {.name = "vtable pyramidkv, defaults", .surface = 1, .params_null = 1,
+     .params = {512u, 0u, 1u, 4u, 32u, 16u, 7u}},
+    {.name = "vtable pyramidkv, layer 5 of 32", .surface = 1,
+     .params = {128u, 5u, 32u, 4u, 8u, 8u, 7u}},
+    {.name = "vtable snapkv, defaults", .surface = 2, .params_null = 1,
+     .snap = {512u, 32u, 16u, 7u}},
+    {.name = "vtable snapkv, small", .surface = 2, .snap = {10u, 3u, 2u, 3u}},
 #define SCORER_ROW(name, scorer, sinks, share)                               \
     {name, 3, {64u, 2u, 4u, 4u, 4u, 4u, 3u}, {0u, 0u, 0u, 0u},              \
      {0u, 0u, 0u, 0u}, 0, scorer, sinks, share, 0u}
@@ -144,9 +144,7 @@ static void destroy(const config *c, pb_kvcache *p) {
 static size_t sweep(const config *c, int persist) {
     for (size_t k = 1; k <= MAX_SWEEP; ++k) {
         counting_allocator ca;
-        ca_init(&ca);
-        ca.fail_at = k;
-        ca.fail_persist = persist;
+        ca_init_failing(&ca, k, persist);
         const pb_allocator a = ca_allocator(&ca);
         pb_kvcache *out = (pb_kvcache *)(void *)&ca;
         const pb_status st = create(c, &a, &out);
@@ -283,9 +281,7 @@ static void profile_countdown_and_no_allocation(void **state) {
     for (int persist = 0; persist < 2; ++persist) {
         for (size_t k = 1; k <= MAX_SWEEP; ++k) {
             counting_allocator ca;
-            ca_init(&ca);
-            ca.fail_at = k;
-            ca.fail_persist = persist;
+            ca_init_failing(&ca, k, persist);
             const pb_allocator a = ca_allocator(&ca);
             pb_profile *out = (pb_profile *)(void *)&ca;
             const pb_status st = pb_profile_create(&pp, &a, &out);

@@ -17,6 +17,7 @@
 
 #include <string.h>
 
+#include "ca_checks.h"
 #include "counting_allocator.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
@@ -43,10 +44,7 @@ static void expect_status(const pb_kvcache_config *c, pb_status want) {
     pb_kvcache *out = (pb_kvcache *)(void *)&ca;
     assert_int_equal(pb_kvcache_create(c, &a, &out), want);
     if (want == PB_OK) {
-        assert_non_null(out);
-        assert_int_equal(pb_kvcache_memory_bytes(out), bytes);
-        assert_int_equal(ca.outstanding, bytes);
-        pb_kvcache_destroy(out);
+        ca_check_created(&ca, out, bytes);
     } else {
         assert_null(out);
         assert_int_equal(bytes, (size_t)0x5A5A5A5Au);
