@@ -11,6 +11,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 __extension__ typedef unsigned __int128 wide;
 
@@ -157,15 +158,10 @@ static void total_of_huge_stacks(void **state) {
                            pb_kvcache_pyramid_budget(3000000000u, 1, 2, 4));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(published_facts),
-        cmocka_unit_test(undefined_shares_are_zero),
-        cmocka_unit_test(extremes_match_the_formula),
-        cmocka_unit_test(random_inputs_match_the_formula),
-        cmocka_unit_test(budgets_fill_every_layer),
-        cmocka_unit_test(total_is_the_exact_sum),
-        cmocka_unit_test(total_of_huge_stacks),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(published_facts),
+             cmocka_unit_test(undefined_shares_are_zero),
+             cmocka_unit_test(extremes_match_the_formula),
+             cmocka_unit_test(random_inputs_match_the_formula),
+             cmocka_unit_test(budgets_fill_every_layer),
+             cmocka_unit_test(total_is_the_exact_sum),
+             cmocka_unit_test(total_of_huge_stacks))

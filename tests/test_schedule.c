@@ -21,6 +21,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 #define CANARY 0xC0FFEE11u
 #define MAXL 300u
@@ -715,24 +716,18 @@ static void kind_names(void **state) {
     assert_int_equal(pb_schedule_kind_from_name("taper", NULL), PB_ERR_NULL);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fact_kvfactory_overshoot),
-        cmocka_unit_test(fact_kvfactory_long_prompt),
-        cmocka_unit_test(fact_kvfactory_balanced),
-        cmocka_unit_test(fact_taper),
-        cmocka_unit_test(kvfactory_differential),
-        cmocka_unit_test(taper_differential),
-        cmocka_unit_test(taper_half_even),
-        cmocka_unit_test(profile_differential),
-        cmocka_unit_test(balanced_differential),
-        cmocka_unit_test(powered_properties),
-        cmocka_unit_test(arithmetic_is_pyramid_budget),
-        cmocka_unit_test(one_and_two_layers),
-        cmocka_unit_test(huge_inputs),
-        cmocka_unit_test(refusals_write_nothing),
-        cmocka_unit_test(struct_size_tail),
-        cmocka_unit_test(kind_names),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(fact_kvfactory_overshoot),
+             cmocka_unit_test(fact_kvfactory_long_prompt),
+             cmocka_unit_test(fact_kvfactory_balanced),
+             cmocka_unit_test(fact_taper),
+             cmocka_unit_test(kvfactory_differential),
+             cmocka_unit_test(taper_differential),
+             cmocka_unit_test(taper_half_even),
+             cmocka_unit_test(profile_differential),
+             cmocka_unit_test(balanced_differential),
+             cmocka_unit_test(powered_properties),
+             cmocka_unit_test(arithmetic_is_pyramid_budget),
+             cmocka_unit_test(one_and_two_layers),
+             cmocka_unit_test(huge_inputs),
+             cmocka_unit_test(refusals_write_nothing),
+             cmocka_unit_test(struct_size_tail), cmocka_unit_test(kind_names))

@@ -29,6 +29,7 @@
 #include "pyramidkv/pyramidkv.h"
 #include "struct_growth.h"
 #include "test_configs.h"
+#include "test_main.h"
 
 /* A library layout one field longer than T's: the appended field and its
  * (non-zero) default. */
@@ -190,13 +191,8 @@ static void doors_take_first_released_size(void **state) {
     free(op);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(older_schedule_read),
-        cmocka_unit_test(older_config_read),
-        cmocka_unit_test(older_profile_params_read),
-        cmocka_unit_test(newer_caller_tail),
-        cmocka_unit_test(doors_take_first_released_size),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(older_schedule_read),
+             cmocka_unit_test(older_config_read),
+             cmocka_unit_test(older_profile_params_read),
+             cmocka_unit_test(newer_caller_tail),
+             cmocka_unit_test(doors_take_first_released_size))

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_main.h"
 
 static void version_macros_agree(void **state) {
     (void)state;
@@ -39,10 +40,5 @@ static void every_status_has_a_distinct_message(void **state) {
     assert_string_equal(pb_status_str((pb_status)-1), "unknown status");
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(version_macros_agree),
-        cmocka_unit_test(every_status_has_a_distinct_message),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(version_macros_agree),
+             cmocka_unit_test(every_status_has_a_distinct_message))

@@ -28,6 +28,7 @@
 #include "hardening_state.h"
 #include "pyramidkv/pyramidkv.h"
 #include "test_configs.h"
+#include "test_main.h"
 
 #define CANARY 0xC0FFEE11u
 #define N_SCORERS 5u
@@ -555,25 +556,20 @@ static void family_create_refused(void **state) {
         assert_int_equal(FAMILY[v]->memory_bytes(NULL), 0u);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(scorer_observe_position_not_above),
-        cmocka_unit_test(scorer_observe_length_wrong),
-        cmocka_unit_test(scorer_observe_weight_bad),
-        cmocka_unit_test(scorer_observe_weight_bad_under_daz),
-        cmocka_unit_test(scorer_observe_full),
-        cmocka_unit_test(scorer_observe_policy_null),
-        cmocka_unit_test(scorer_evict_buffer_short),
-        cmocka_unit_test(scorer_evict_null_arguments),
-        cmocka_unit_test(scorer_evict_nothing_to_drop),
-        cmocka_unit_test(tova_evict_unclamped_capacity),
-        cmocka_unit_test(scorer_score_refusals),
-        cmocka_unit_test(window_score_only_on_window),
-        cmocka_unit_test(prefill_refused_with_scorer_or_sinks),
-        cmocka_unit_test(create_scorer_out_of_range),
-        cmocka_unit_test(create_sinks_bounds),
-        cmocka_unit_test(create_prefill_reservation_with_scorer_or_sinks),
-        cmocka_unit_test(family_create_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(scorer_observe_position_not_above),
+             cmocka_unit_test(scorer_observe_length_wrong),
+             cmocka_unit_test(scorer_observe_weight_bad),
+             cmocka_unit_test(scorer_observe_weight_bad_under_daz),
+             cmocka_unit_test(scorer_observe_full),
+             cmocka_unit_test(scorer_observe_policy_null),
+             cmocka_unit_test(scorer_evict_buffer_short),
+             cmocka_unit_test(scorer_evict_null_arguments),
+             cmocka_unit_test(scorer_evict_nothing_to_drop),
+             cmocka_unit_test(tova_evict_unclamped_capacity),
+             cmocka_unit_test(scorer_score_refusals),
+             cmocka_unit_test(window_score_only_on_window),
+             cmocka_unit_test(prefill_refused_with_scorer_or_sinks),
+             cmocka_unit_test(create_scorer_out_of_range),
+             cmocka_unit_test(create_sinks_bounds),
+             cmocka_unit_test(create_prefill_reservation_with_scorer_or_sinks),
+             cmocka_unit_test(family_create_refused))

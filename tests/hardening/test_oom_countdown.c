@@ -25,6 +25,7 @@
 #include "pyramidkv/pyramidkv.h"
 #include "test_configs.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 /* No create may need this many allocations. */
 #define MAX_SWEEP 64u
@@ -338,11 +339,6 @@ static void profile_countdown_and_no_allocation(void **state) {
     assert_int_equal(ca.outstanding, 0u);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(countdown_every_allocation),
-        cmocka_unit_test(no_allocation_after_create),
-        cmocka_unit_test(profile_countdown_and_no_allocation),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(countdown_every_allocation),
+             cmocka_unit_test(no_allocation_after_create),
+             cmocka_unit_test(profile_countdown_and_no_allocation))

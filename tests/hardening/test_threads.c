@@ -18,6 +18,7 @@
 
 #include "counting_allocator.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_main.h"
 
 #define LAYERS 32u
 #define THREADS 4u
@@ -217,11 +218,6 @@ static void pure_functions_concurrently(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(layers_on_threads_match_sequential),
-        cmocka_unit_test(shared_instance_const_calls),
-        cmocka_unit_test(pure_functions_concurrently),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(layers_on_threads_match_sequential),
+             cmocka_unit_test(shared_instance_const_calls),
+             cmocka_unit_test(pure_functions_concurrently))

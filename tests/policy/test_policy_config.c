@@ -23,6 +23,7 @@
 #include "reference_model.h"
 #include "test_configs.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 /* ------------------------------------------------------------------------ */
 /* Growth rule                                                              */
@@ -243,16 +244,10 @@ static void released_and_versioned_doors_agree(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(default_macro_and_null_agree),
-        cmocka_unit_test(struct_size_too_small),
-        cmocka_unit_test(newer_struct_with_zero_tail),
-        cmocka_unit_test(newer_struct_with_set_tail),
-        cmocka_unit_test(refused_fields),
-        cmocka_unit_test(null_arguments),
-        cmocka_unit_test(explicit_share_is_the_effective_share),
-        cmocka_unit_test(released_and_versioned_doors_agree),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(default_macro_and_null_agree),
+             cmocka_unit_test(struct_size_too_small),
+             cmocka_unit_test(newer_struct_with_zero_tail),
+             cmocka_unit_test(newer_struct_with_set_tail),
+             cmocka_unit_test(refused_fields), cmocka_unit_test(null_arguments),
+             cmocka_unit_test(explicit_share_is_the_effective_share),
+             cmocka_unit_test(released_and_versioned_doors_agree))

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "policy_rules_helpers.h"
+#include "test_main.h"
 
 /* ------------------------------------------------------------------------ */
 /* Parameters and capacity                                                  */
@@ -456,22 +457,17 @@ static void snapkv_vtable(void **state) {
         assert_null(pb_kvcache_snapkv.create(&bad[i], NULL, NULL));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(refused_params),
-        cmocka_unit_test(too_large_is_reported),
-        cmocka_unit_test(default_capacity_and_full),
-        cmocka_unit_test(explicit_capacity_batches_evictions),
-        cmocka_unit_test(observe_check_order),
-        cmocka_unit_test(evict_buffer_and_null),
-        cmocka_unit_test(reset_returns_to_position_zero),
-        cmocka_unit_test(kept_positions_contract),
-        cmocka_unit_test(window_score_not_held),
-        cmocka_unit_test(null_policy_queries),
-        cmocka_unit_test(memory_bytes_equals_allocation),
-        cmocka_unit_test(allocation_failure),
-        cmocka_unit_test(pyramidkv_vtable),
-        cmocka_unit_test(snapkv_vtable),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(refused_params),
+             cmocka_unit_test(too_large_is_reported),
+             cmocka_unit_test(default_capacity_and_full),
+             cmocka_unit_test(explicit_capacity_batches_evictions),
+             cmocka_unit_test(observe_check_order),
+             cmocka_unit_test(evict_buffer_and_null),
+             cmocka_unit_test(reset_returns_to_position_zero),
+             cmocka_unit_test(kept_positions_contract),
+             cmocka_unit_test(window_score_not_held),
+             cmocka_unit_test(null_policy_queries),
+             cmocka_unit_test(memory_bytes_equals_allocation),
+             cmocka_unit_test(allocation_failure),
+             cmocka_unit_test(pyramidkv_vtable),
+             cmocka_unit_test(snapkv_vtable))

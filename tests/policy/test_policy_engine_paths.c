@@ -29,6 +29,7 @@
 #include "window_internal.h"
 #include "reference_model.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 /* pb__window_max_span on a copy: out[k] = max of x[max(0, i-h) ..
  * min(n-1, i+h)] for i = i0 + k, k = 0 .. m-1, leaving x alone; buf holds
@@ -522,13 +523,8 @@ static void every_path_agrees(void **state) {
     assert_true(rebuilt > 0);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(selection_matches_naive),
-        cmocka_unit_test(pooling_matches_naive),
-        cmocka_unit_test(column_map_matches_walk),
-        cmocka_unit_test(kernel_variants_agree),
-        cmocka_unit_test(every_path_agrees),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(selection_matches_naive),
+             cmocka_unit_test(pooling_matches_naive),
+             cmocka_unit_test(column_map_matches_walk),
+             cmocka_unit_test(kernel_variants_agree),
+             cmocka_unit_test(every_path_agrees))

@@ -16,6 +16,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "test_configs.h"
+#include "test_main.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -479,22 +480,17 @@ static void native_none_and_reset(void **state) {
     pb_kvcache_destroy(k);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(h2o_sums_and_evicts),
-        cmocka_unit_test(h2o_clamps_and_checks_the_clamped_count),
-        cmocka_unit_test(h2o_ties_go_to_the_lower_position),
-        cmocka_unit_test(family_refusals),
-        cmocka_unit_test(scissorhands_votes_strictly_above_the_share),
-        cmocka_unit_test(tova_records_and_unobserved),
-        cmocka_unit_test(tova_spares_unobserved_and_checks_the_unclamped_count),
-        cmocka_unit_test(streaming_llm_keeps_sinks),
-        cmocka_unit_test(sliding_window_drops_the_oldest),
-        cmocka_unit_test(native_config_rules),
-        cmocka_unit_test(native_bytes_per_position),
-        cmocka_unit_test(native_pyramid_over_h2o_with_sinks),
-        cmocka_unit_test(native_window_with_sinks),
-        cmocka_unit_test(native_none_and_reset),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(h2o_sums_and_evicts),
+             cmocka_unit_test(h2o_clamps_and_checks_the_clamped_count),
+             cmocka_unit_test(h2o_ties_go_to_the_lower_position),
+             cmocka_unit_test(family_refusals),
+             cmocka_unit_test(scissorhands_votes_strictly_above_the_share),
+             cmocka_unit_test(tova_records_and_unobserved),
+             cmocka_unit_test(tova_spares_unobserved_and_checks_the_unclamped_count),
+             cmocka_unit_test(streaming_llm_keeps_sinks),
+             cmocka_unit_test(sliding_window_drops_the_oldest),
+             cmocka_unit_test(native_config_rules),
+             cmocka_unit_test(native_bytes_per_position),
+             cmocka_unit_test(native_pyramid_over_h2o_with_sinks),
+             cmocka_unit_test(native_window_with_sinks),
+             cmocka_unit_test(native_none_and_reset))

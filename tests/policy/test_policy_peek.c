@@ -24,6 +24,7 @@
 
 #include "policy_internal.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 #define MAXN 1024u
 
@@ -133,9 +134,4 @@ static void peek_matches_evict(void **state) {
     assert_true(peeked_victims > 1000u);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(peek_matches_evict),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(peek_matches_evict))

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "policy_rules_helpers.h"
+#include "test_main.h"
 
 /* ------------------------------------------------------------------------ */
 /* The worked example (docs/spec.md 11.1)                                   */
@@ -286,23 +287,18 @@ static void nothing_to_do_when_within_target(void **state) {
     pb_kvcache_destroy(k);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(worked_window_scores),
-        cmocka_unit_test(worked_single_layer_drops_5),
-        cmocka_unit_test(worked_share_tighter_than_ask),
-        cmocka_unit_test(worked_ask_binds_shallow_layer),
-        cmocka_unit_test(worked_recent_floor),
-        cmocka_unit_test(window_ageing),
-        cmocka_unit_test(window_score_is_slot_order_double_sum),
-        cmocka_unit_test(null_steps_admit_without_ageing),
-        cmocka_unit_test(pooling_changes_the_victim),
-        cmocka_unit_test(protected_newest_take_part_in_pooling),
-        cmocka_unit_test(average_pooling_counts_padding),
-        cmocka_unit_test(recent_window_outranks_score),
-        cmocka_unit_test(ties_evict_the_lower_position),
-        cmocka_unit_test(zeros_and_negative_zero_tie),
-        cmocka_unit_test(nothing_to_do_when_within_target),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(worked_window_scores),
+             cmocka_unit_test(worked_single_layer_drops_5),
+             cmocka_unit_test(worked_share_tighter_than_ask),
+             cmocka_unit_test(worked_ask_binds_shallow_layer),
+             cmocka_unit_test(worked_recent_floor),
+             cmocka_unit_test(window_ageing),
+             cmocka_unit_test(window_score_is_slot_order_double_sum),
+             cmocka_unit_test(null_steps_admit_without_ageing),
+             cmocka_unit_test(pooling_changes_the_victim),
+             cmocka_unit_test(protected_newest_take_part_in_pooling),
+             cmocka_unit_test(average_pooling_counts_padding),
+             cmocka_unit_test(recent_window_outranks_score),
+             cmocka_unit_test(ties_evict_the_lower_position),
+             cmocka_unit_test(zeros_and_negative_zero_tie),
+             cmocka_unit_test(nothing_to_do_when_within_target))

@@ -36,6 +36,7 @@
 #include "reference_model.h"
 #include "fp_env.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 static uint64_t bits_of(double v) {
     uint64_t b;
@@ -484,13 +485,8 @@ static void weight_check_every_class_under_daz(void **state) {
     PBT_RUN_UNDER_DAZ(weight_check_every_class, state);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(source_kernels_match_naive),
-        cmocka_unit_test(weight_check_every_class),
-        cmocka_unit_test(weight_check_every_class_under_daz),
-        cmocka_unit_test(votes_compare_in_double),
-        cmocka_unit_test(scorers_agree_rotating_kernels),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(source_kernels_match_naive),
+             cmocka_unit_test(weight_check_every_class),
+             cmocka_unit_test(weight_check_every_class_under_daz),
+             cmocka_unit_test(votes_compare_in_double),
+             cmocka_unit_test(scorers_agree_rotating_kernels))

@@ -17,6 +17,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 #define MAX_HELD 700u
 
@@ -141,9 +142,4 @@ static void explicit_share_decides_like_the_formula(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(explicit_share_decides_like_the_formula),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(explicit_share_decides_like_the_formula))

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_main.h"
 
 static void names_round_trip(void **state) {
     (void)state;
@@ -58,11 +59,6 @@ static void names_create(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(names_round_trip),
-        cmocka_unit_test(aliases_and_refusals),
-        cmocka_unit_test(names_create),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(names_round_trip),
+             cmocka_unit_test(aliases_and_refusals),
+             cmocka_unit_test(names_create))

@@ -15,6 +15,7 @@
 
 #include "fp_env.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_main.h"
 
 /* Three heads of four values, contiguous (head_stride 4). */
 static const float k_three_heads[12] = {
@@ -145,14 +146,8 @@ static void refused_inputs_under_daz(void **state) {
     PBT_RUN_UNDER_DAZ(refused_inputs_write_nothing, state);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(mean_max_sum_by_hand),
-        cmocka_unit_test(sum_is_double_in_head_order),
-        cmocka_unit_test(strides),
-        cmocka_unit_test(in_place),
-        cmocka_unit_test(refused_inputs_write_nothing),
-        cmocka_unit_test(refused_inputs_under_daz),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(mean_max_sum_by_hand),
+             cmocka_unit_test(sum_is_double_in_head_order),
+             cmocka_unit_test(strides), cmocka_unit_test(in_place),
+             cmocka_unit_test(refused_inputs_write_nothing),
+             cmocka_unit_test(refused_inputs_under_daz))

@@ -23,6 +23,7 @@
 #include "prefill_reference.h"
 #include "pyramidkv/pyramidkv.h"
 #include "reference_model.h"
+#include "test_main.h"
 
 #define CASES 1000u
 #define MAX_LEN 300u
@@ -328,10 +329,5 @@ static void issue_two_worked_example(void **state) {
     pb_kvcache_destroy(a);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(issue_two_worked_example),
-        cmocka_unit_test(prefill_equals_decode_feed),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(issue_two_worked_example),
+             cmocka_unit_test(prefill_equals_decode_feed))

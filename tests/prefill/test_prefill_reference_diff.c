@@ -19,6 +19,7 @@
 
 #include "prefill_reference.h"
 #include "pyramidkv/pyramidkv.h"
+#include "test_main.h"
 
 #define CASES 1200u
 #define MAX_LEN 4096u
@@ -236,10 +237,5 @@ static void narrowed_selection_is_exact(void **state) {
     free(ws);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(reference_scope_matches_transcription),
-        cmocka_unit_test(narrowed_selection_is_exact),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(reference_scope_matches_transcription),
+             cmocka_unit_test(narrowed_selection_is_exact))

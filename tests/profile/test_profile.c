@@ -20,6 +20,7 @@
 #include "pyramidkv/pyramidkv.h"
 #include "test_configs.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 #define REF_LAYERS 4u
 #define REF_MAX_LEN 300u
@@ -348,15 +349,10 @@ static void params_struct_size_rule(void **state) {
     assert_int_equal(pb_profile_size(&small, &got), PB_ERR_PARAM);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matches_reference_on_random_rows),
-        cmocka_unit_test(uniform_and_one_hot_rows),
-        cmocka_unit_test(scaled_rows_count_the_same),
-        cmocka_unit_test(weights_follow_the_mass_needed),
-        cmocka_unit_test(fit_ratio_recovers_an_arithmetic_schedule),
-        cmocka_unit_test(size_memory_and_reset),
-        cmocka_unit_test(params_struct_size_rule),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(matches_reference_on_random_rows),
+             cmocka_unit_test(uniform_and_one_hot_rows),
+             cmocka_unit_test(scaled_rows_count_the_same),
+             cmocka_unit_test(weights_follow_the_mass_needed),
+             cmocka_unit_test(fit_ratio_recovers_an_arithmetic_schedule),
+             cmocka_unit_test(size_memory_and_reset),
+             cmocka_unit_test(params_struct_size_rule))

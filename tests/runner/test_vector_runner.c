@@ -7,6 +7,7 @@
  * has the same checks in test_vector_runner_prefill.c.
  */
 #include "runner_harness.h"
+#include "test_main.h"
 
 /* ------------------------------------------------------------------------ */
 /* A good document and one wrong expectation per step type.                 */
@@ -602,25 +603,20 @@ static void hostile_sizes(void **state) {
     expect_in_report(&o, "case \"a?b?\": FAILED");
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(good_document_passes),
-        cmocka_unit_test(wrong_effective_budget),
-        cmocka_unit_test(wrong_capacity),
-        cmocka_unit_test(wrong_kept_count),
-        cmocka_unit_test(wrong_window_score),
-        cmocka_unit_test(wrong_kept_positions),
-        cmocka_unit_test(wrong_evict),
-        cmocka_unit_test(wrong_decode_status),
-        cmocka_unit_test(wrong_reset_status),
-        cmocka_unit_test(failure_stops_the_case_only),
-        cmocka_unit_test(create_expectations),
-        cmocka_unit_test(budget_expectations),
-        cmocka_unit_test(summary_line_is_exact),
-        cmocka_unit_test(unreadable_documents),
-        cmocka_unit_test(malformed_cases),
-        cmocka_unit_test(truncated_and_mutated_documents),
-        cmocka_unit_test(hostile_sizes),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(good_document_passes),
+             cmocka_unit_test(wrong_effective_budget),
+             cmocka_unit_test(wrong_capacity),
+             cmocka_unit_test(wrong_kept_count),
+             cmocka_unit_test(wrong_window_score),
+             cmocka_unit_test(wrong_kept_positions),
+             cmocka_unit_test(wrong_evict),
+             cmocka_unit_test(wrong_decode_status),
+             cmocka_unit_test(wrong_reset_status),
+             cmocka_unit_test(failure_stops_the_case_only),
+             cmocka_unit_test(create_expectations),
+             cmocka_unit_test(budget_expectations),
+             cmocka_unit_test(summary_line_is_exact),
+             cmocka_unit_test(unreadable_documents),
+             cmocka_unit_test(malformed_cases),
+             cmocka_unit_test(truncated_and_mutated_documents),
+             cmocka_unit_test(hostile_sizes))

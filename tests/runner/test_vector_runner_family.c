@@ -10,6 +10,7 @@
  * Documents are written with single quotes (runner_harness.h).
  */
 #include "runner_harness.h"
+#include "test_main.h"
 
 /* H2O, budget 2, recent 1: steps [1] and [.5, .5] give p0 1.5, p1 .5, p2 0;
  * evict(2) drops p1 (p2 protected). */
@@ -228,13 +229,7 @@ static void hostile_budget(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(good_documents_pass),
-        cmocka_unit_test(wrong_expectations),
-        cmocka_unit_test(malformed_family_cases),
-        cmocka_unit_test(native_surface),
-        cmocka_unit_test(hostile_budget),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(good_documents_pass),
+             cmocka_unit_test(wrong_expectations),
+             cmocka_unit_test(malformed_family_cases),
+             cmocka_unit_test(native_surface), cmocka_unit_test(hostile_budget))

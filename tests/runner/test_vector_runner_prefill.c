@@ -6,6 +6,7 @@
  * truncated and mutated prefill steps are reported, never crash.
  */
 #include "runner_harness.h"
+#include "test_main.h"
 
 /* ------------------------------------------------------------------------ */
 /* The prefill step.                                                        */
@@ -290,13 +291,8 @@ static void truncated_and_mutated_prefill(void **state) {
     free(doc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(prefill_step_passes),
-        cmocka_unit_test(wrong_prefill),
-        cmocka_unit_test(malformed_prefill),
-        cmocka_unit_test(hostile_prefill_sizes),
-        cmocka_unit_test(truncated_and_mutated_prefill),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(prefill_step_passes),
+             cmocka_unit_test(wrong_prefill),
+             cmocka_unit_test(malformed_prefill),
+             cmocka_unit_test(hostile_prefill_sizes),
+             cmocka_unit_test(truncated_and_mutated_prefill))

@@ -20,6 +20,7 @@
 #include "qk_reference.h"
 #include "test_configs.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 /* A random float of a few magnitudes, with exact zeros now and then. */
 static float draw(pbt_rng *g) {
@@ -279,13 +280,7 @@ static void size_is_allocation(void **state) {
     pb_qk_destroy(NULL);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(differential_random),
-        cmocka_unit_test(hand_case),
-        cmocka_unit_test(observe_feed_equals),
-        cmocka_unit_test(prefill_feed_equals),
-        cmocka_unit_test(size_is_allocation),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(differential_random), cmocka_unit_test(hand_case),
+             cmocka_unit_test(observe_feed_equals),
+             cmocka_unit_test(prefill_feed_equals),
+             cmocka_unit_test(size_is_allocation))

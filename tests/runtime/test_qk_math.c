@@ -20,6 +20,7 @@
 #include "qk_reference.h"
 #include "runtime_internal.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 static int same_value(float got, double want) {
     if (isnan(want)) return isnan(got);
@@ -131,13 +132,8 @@ static void exp_variants_identical(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(f16_every_pattern),
-        cmocka_unit_test(bf16_every_pattern),
-        cmocka_unit_test(exp_within_two_ulp),
-        cmocka_unit_test(kernels_identical),
-        cmocka_unit_test(exp_variants_identical),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(f16_every_pattern),
+             cmocka_unit_test(bf16_every_pattern),
+             cmocka_unit_test(exp_within_two_ulp),
+             cmocka_unit_test(kernels_identical),
+             cmocka_unit_test(exp_variants_identical))

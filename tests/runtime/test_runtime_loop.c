@@ -18,6 +18,7 @@
 #include "pyramidkv/pyramidkv.h"
 #include "test_configs.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 static void random_row(pbt_rng *g, float *w, size_t n) {
     for (size_t i = 0; i < n; ++i)
@@ -189,12 +190,7 @@ static void readme_loop_keeps_every_share(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(slots_are_old_ranks),
-        cmocka_unit_test(slots_buffer_too_small),
-        cmocka_unit_test(compact_odd_strides),
-        cmocka_unit_test(readme_loop_keeps_every_share),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(slots_are_old_ranks),
+             cmocka_unit_test(slots_buffer_too_small),
+             cmocka_unit_test(compact_odd_strides),
+             cmocka_unit_test(readme_loop_keeps_every_share))

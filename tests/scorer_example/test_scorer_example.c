@@ -15,6 +15,7 @@
 
 #include "pyramidkv/pyramidkv.h"
 #include "test_rng.h"
+#include "test_main.h"
 
 #define EXAMPLE_SCORER (PB_SCORER_NONE + 1u)
 #define CAP 256u
@@ -108,10 +109,5 @@ static void decodes_match_the_rule(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(named_in_the_table),
-        cmocka_unit_test(decodes_match_the_rule),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(named_in_the_table),
+             cmocka_unit_test(decodes_match_the_rule))

@@ -23,6 +23,7 @@
 #include "cli_run.h"
 
 #include "pyramidkv/pyramidkv.h"
+#include "test_main.h"
 
 static void test_usage_errors(void **state) {
     (void)state;
@@ -443,20 +444,12 @@ static void test_bench_schedules(void **state) {
 /* `test_cli_bench_plan flat32` runs only the 32-layer flat acceptance run
  * (registered as its own ctest entry because it is the slow one); with no
  * argument, every other test. */
-int main(int argc, char **argv) {
-    const struct CMUnitTest slow[] = {
-        cmocka_unit_test(test_bench_flat_layer0),
-    };
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_usage_errors),
-        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_bench_nine_figures),
-        cmocka_unit_test(test_bench_table),
-        cmocka_unit_test(test_plan_arithmetic),
-        cmocka_unit_test(test_plan_schedules),
-        cmocka_unit_test(test_bench_schedules),
-    };
-    if (argc > 1 && strcmp(argv[1], "flat32") == 0)
-        return cmocka_run_group_tests(slow, NULL, NULL);
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN_SLOW("flat32",
+                  PB_TESTS(cmocka_unit_test(test_bench_flat_layer0)),
+                  PB_TESTS(cmocka_unit_test(test_usage_errors),
+                           cmocka_unit_test(test_help),
+                           cmocka_unit_test(test_bench_nine_figures),
+                           cmocka_unit_test(test_bench_table),
+                           cmocka_unit_test(test_plan_arithmetic),
+                           cmocka_unit_test(test_plan_schedules),
+                           cmocka_unit_test(test_bench_schedules)))

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "cli_run.h"
+#include "test_main.h"
 
 typedef struct figure {
     double mass, recall;
@@ -213,18 +214,10 @@ static void test_help_names_the_flags(void **state) {
 /* `test_cli_bench_policy slow` runs the native-surface figures and the
  * layered runs (their own ctest entry, label slow); with no argument, the
  * acceptance figures through the vtables and the flags. */
-int main(int argc, char **argv) {
-    const struct CMUnitTest slow[] = {
-        cmocka_unit_test(test_fifteen_figures_native),
-        cmocka_unit_test(test_layered_every_policy),
-        cmocka_unit_test(test_sinks_beyond_the_share),
-    };
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fifteen_figures_vtables),
-        cmocka_unit_test(test_usage_errors),
-        cmocka_unit_test(test_help_names_the_flags),
-    };
-    if (argc > 1 && strcmp(argv[1], "slow") == 0)
-        return cmocka_run_group_tests(slow, NULL, NULL);
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN_SLOW("slow",
+                  PB_TESTS(cmocka_unit_test(test_fifteen_figures_native),
+                           cmocka_unit_test(test_layered_every_policy),
+                           cmocka_unit_test(test_sinks_beyond_the_share)),
+                  PB_TESTS(cmocka_unit_test(test_fifteen_figures_vtables),
+                           cmocka_unit_test(test_usage_errors),
+                           cmocka_unit_test(test_help_names_the_flags)))

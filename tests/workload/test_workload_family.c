@@ -20,6 +20,7 @@
 #include "workload_family_ref.h"
 #include "wl_suite.h"
 #include "workload_harness.h"
+#include "test_main.h"
 
 typedef struct published {
     uint32_t budget;
@@ -168,16 +169,8 @@ static void test_floors(void **state) {
 /* `test_workload_family layered` runs only the layered comparison (its
  * own ctest entry, label slow, so valgrind's `unit` run skips it); with no
  * argument, every other test. */
-int main(int argc, char **argv) {
-    const struct CMUnitTest slow[] = {
-        cmocka_unit_test(test_layered_library_matches_reference),
-    };
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fifteen_figures_reference),
-        cmocka_unit_test(test_fifteen_figures_library),
-        cmocka_unit_test(test_floors),
-    };
-    if (argc > 1 && strcmp(argv[1], "layered") == 0)
-        return cmocka_run_group_tests(slow, NULL, NULL);
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN_SLOW("layered",
+                  PB_TESTS(cmocka_unit_test(test_layered_library_matches_reference)),
+                  PB_TESTS(cmocka_unit_test(test_fifteen_figures_reference),
+                           cmocka_unit_test(test_fifteen_figures_library),
+                           cmocka_unit_test(test_floors)))

@@ -20,6 +20,7 @@
 #include "wl_suite.h"
 #include "workload_harness.h"
 #include "workload_ref_vtable.h"
+#include "test_main.h"
 
 /* The registry's figures at recent 32, obs 16, kernel 7. */
 typedef struct published {
@@ -208,15 +209,10 @@ static void test_harness_catches_bad_policy(void **state) {
     assert_int_equal(pb_wl_run(&p, &res, NULL, err, sizeof err), -1);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nine_figures_pyramidkv),
-        cmocka_unit_test(test_nine_figures_snapkv),
-        cmocka_unit_test(test_nine_figures_reference),
-        cmocka_unit_test(test_flat_layer0_is_decode4096),
-        cmocka_unit_test(test_library_matches_reference),
-        cmocka_unit_test(test_accounting_and_floors),
-        cmocka_unit_test(test_harness_catches_bad_policy),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(test_nine_figures_pyramidkv),
+             cmocka_unit_test(test_nine_figures_snapkv),
+             cmocka_unit_test(test_nine_figures_reference),
+             cmocka_unit_test(test_flat_layer0_is_decode4096),
+             cmocka_unit_test(test_library_matches_reference),
+             cmocka_unit_test(test_accounting_and_floors),
+             cmocka_unit_test(test_harness_catches_bad_policy))

@@ -18,6 +18,7 @@
 #include "trace_layered.h"
 #include "workload_metrics.h"
 #include "workload_rng.h"
+#include "test_main.h"
 
 static uint32_t bits_of(float f) {
     uint32_t b;
@@ -265,17 +266,12 @@ static void test_round6_and_entropy(void **state) {
                 pb_wl_entropy(zero, 3) < 0.6931472); /* ln 2 */
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rng_seed7),
-        cmocka_unit_test(test_rng_next_int),
-        cmocka_unit_test(test_decode4096_hash_and_first_weights),
-        cmocka_unit_test(test_layer0_is_decode4096),
-        cmocka_unit_test(test_layer_shapes),
-        cmocka_unit_test(test_layer_seeds_disjoint),
-        cmocka_unit_test(test_profile_names),
-        cmocka_unit_test(test_top_positions_ties),
-        cmocka_unit_test(test_round6_and_entropy),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PB_TEST_MAIN(cmocka_unit_test(test_rng_seed7),
+             cmocka_unit_test(test_rng_next_int),
+             cmocka_unit_test(test_decode4096_hash_and_first_weights),
+             cmocka_unit_test(test_layer0_is_decode4096),
+             cmocka_unit_test(test_layer_shapes),
+             cmocka_unit_test(test_layer_seeds_disjoint),
+             cmocka_unit_test(test_profile_names),
+             cmocka_unit_test(test_top_positions_ties),
+             cmocka_unit_test(test_round6_and_entropy))
