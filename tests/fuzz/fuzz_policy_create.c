@@ -47,18 +47,6 @@ static void gen_options(fz_reader *r, pb_kvcache_options *o,
 /* ------------------------------------------------------------------------ */
 /* Create and destroy                                                       */
 
-static void *refuse_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    (void)n;
-    return NULL;
-}
-
-static void refuse_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    (void)p;
-    (void)n;
-}
-
 /* Which allocator create gets: 0 NULL (malloc), 1 one lacking a function,
  * 2 the counting one. The pb_allocator itself lives in the caller's frame
  * and dies when create returns: the instance must keep a copy. */
@@ -82,8 +70,8 @@ static const pb_allocator *choose_allocator(fz_ctx *c, uint8_t flags,
     case 1:
         ch->kind = 1;
         ch->a.ctx = NULL;
-        ch->a.alloc = flags & 0x40u ? refuse_alloc : NULL;
-        ch->a.free = flags & 0x40u ? NULL : refuse_free;
+        ch->a.alloc = flags & 0x40u ? ca_refuse_alloc : NULL;
+        ch->a.free = flags & 0x40u ? NULL : ca_ignore_free;
         break;
     default: break;
     }

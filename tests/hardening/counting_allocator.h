@@ -43,6 +43,11 @@ typedef struct counting_allocator {
 /* Clears counters and settings: no failure, no limit. */
 void ca_init(counting_allocator *ca);
 
+/* An alloc that refuses every request and a free that does nothing: the
+ * halves of allocators that a create must refuse, or must never call. */
+void *ca_refuse_alloc(void *ctx, size_t n);
+void ca_ignore_free(void *ctx, void *p, size_t n);
+
 /* Clears counters and settings, then refuses the fail_at-th alloc call
  * (and, with persist, every later one): the countdown of the
  * allocation-failure sweeps. */

@@ -179,22 +179,10 @@ static void profile_create_refused_params(void **state) {
     assert_int_equal(ca.alloc_calls, 0u);
 }
 
-static void *no_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    (void)n;
-    return NULL;
-}
-
-static void no_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    (void)p;
-    (void)n;
-}
-
 static void profile_create_allocator_lacking(void **state) {
     (void)state;
-    const pb_allocator lacks_alloc = {NULL, no_free, NULL};
-    const pb_allocator lacks_free = {no_alloc, NULL, NULL};
+    const pb_allocator lacks_alloc = {NULL, ca_ignore_free, NULL};
+    const pb_allocator lacks_free = {ca_refuse_alloc, NULL, NULL};
     pb_profile *out = NULL;
     assert_int_equal(pb_profile_create(NULL, &lacks_alloc, &out), PB_ERR_PARAM);
     assert_null(out);

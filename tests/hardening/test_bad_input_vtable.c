@@ -37,6 +37,15 @@ static void vtable_create_null_params_defaults(void **state) {
     }
 }
 
+/* vt->create refuses params: NULL, and nothing left allocated. */
+static void expect_refused(const pb_kvcache_vtable *vt, const void *params) {
+    counting_allocator ca;
+    ca_init(&ca);
+    const pb_allocator a = ca_allocator(&ca);
+    assert_null(vt->create(params, &a, NULL));
+    assert_int_equal(ca.outstanding, 0u);
+}
+
 static void vtable_pyramidkv_create_refused_params(void **state) {
     (void)state;
     const pb_kvcache_pyramidkv_params base = small_params();
@@ -52,13 +61,8 @@ static void vtable_pyramidkv_create_refused_params(void **state) {
     bad[7].pool_kernel = 0u;
     bad[8].pool_kernel = 4u;
     bad[9].recent_window = UINT32_MAX;
-    for (size_t i = 0; i < 10u; ++i) {
-        counting_allocator ca;
-        ca_init(&ca);
-        const pb_allocator a = ca_allocator(&ca);
-        assert_null(pb_kvcache_pyramidkv.create(&bad[i], &a, NULL));
-        assert_int_equal(ca.outstanding, 0u);
-    }
+    for (size_t i = 0; i < 10u; ++i)
+        expect_refused(&pb_kvcache_pyramidkv, &bad[i]);
 }
 
 static void vtable_snapkv_create_refused_params(void **state) {
@@ -73,13 +77,7 @@ static void vtable_snapkv_create_refused_params(void **state) {
     bad[4].obs_window = 0u;
     bad[5].pool_kernel = 0u;
     bad[6].pool_kernel = 2u;
-    for (size_t i = 0; i < 7u; ++i) {
-        counting_allocator ca;
-        ca_init(&ca);
-        const pb_allocator a = ca_allocator(&ca);
-        assert_null(pb_kvcache_snapkv.create(&bad[i], &a, NULL));
-        assert_int_equal(ca.outstanding, 0u);
-    }
+    for (size_t i = 0; i < 7u; ++i) expect_refused(&pb_kvcache_snapkv, &bad[i]);
 }
 
 static void vtable_create_allocator_lacking(void **state) {

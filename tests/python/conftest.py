@@ -9,20 +9,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir))
 
 
+def _program(var, what):
+    """The path in environment variable var; skips the test where unset."""
+    path = os.environ.get(var)
+    if not path:
+        pytest.skip(f"{var} ({what}) is not set")
+    return path
+
+
 @pytest.fixture
 def cli():
-    path = os.environ.get("PYRAMIDKV_BIN")
-    if not path:
-        pytest.skip("PYRAMIDKV_BIN (the pyramidkv program) is not set")
-    return path
+    return _program("PYRAMIDKV_BIN", "the pyramidkv program")
 
 
 @pytest.fixture
 def layout_bin():
-    path = os.environ.get("PB_STRUCT_LAYOUT")
-    if not path:
-        pytest.skip("PB_STRUCT_LAYOUT (tests/python/struct_layout) is not set")
-    return path
+    return _program("PB_STRUCT_LAYOUT", "tests/python/struct_layout")
 
 
 @pytest.fixture

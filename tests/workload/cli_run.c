@@ -66,6 +66,12 @@ double cli_num(const cJSON *obj, const char *key) {
     return v->valuedouble;
 }
 
+const cJSON *cli_array(const cJSON *obj, const char *key, int n) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    assert_int_equal(cJSON_GetArraySize(v), n);
+    return v;
+}
+
 void cli_expect_usage_error(const char *args, const char *names) {
     char *err = NULL, *out = NULL;
     const int rc = cli_run(args, 1, &err);

@@ -20,6 +20,9 @@ cJSON *cli_json(const char *args);
 /* The number `key` of `obj`, which must be there. */
 double cli_num(const cJSON *obj, const char *key);
 
+/* The array `key` of `obj`, which must hold exactly n items. */
+const cJSON *cli_array(const cJSON *obj, const char *key, int n);
+
 /* `pyramidkv <args>` must exit 2 with exactly one line on stderr that
  * contains `names`, and print nothing on stdout. */
 void cli_expect_usage_error(const char *args, const char *names);

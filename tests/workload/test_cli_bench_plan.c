@@ -110,8 +110,7 @@ static void test_bench_nine_figures(void **state) {
         cJSON_GetObjectItemCaseSensitive(doc, "trace")->valuestring,
         "decode-4096");
     assert_true(cli_num(doc, "layers") == 1.0);
-    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
-    assert_int_equal(cJSON_GetArraySize(results), 3);
+    const cJSON *results = cli_array(doc, "results", 3);
     for (int i = 0; i < 3; ++i) {
         const cJSON *r = cJSON_GetArrayItem(results, i);
         exact_keys(r, result_keys, 7);
@@ -121,8 +120,7 @@ static void test_bench_nine_figures(void **state) {
         assert_true(cli_num(r, "heavyHitterRecall") == want[i][2]);
         assert_true(cli_num(r, "evictionCalls") == want[i][3]);
         assert_true(cli_num(r, "peakHeld") == want[i][0] + 1.0);
-        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
-        assert_int_equal(cJSON_GetArraySize(pl), 1);
+        cli_array(r, "perLayer", 1);
     }
     cJSON_Delete(doc);
 }
@@ -137,12 +135,10 @@ static void test_bench_flat_layer0(void **state) {
     cJSON *doc = cli_json("bench --trace flat --layers 32 --ratio 1 "
                           "--budget 256,512,1024 --json");
     assert_true(cli_num(doc, "layers") == 32.0);
-    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
-    assert_int_equal(cJSON_GetArraySize(results), 3);
+    const cJSON *results = cli_array(doc, "results", 3);
     for (int i = 0; i < 3; ++i) {
         const cJSON *r = cJSON_GetArrayItem(results, i);
-        const cJSON *pl = cJSON_GetObjectItemCaseSensitive(r, "perLayer");
-        assert_int_equal(cJSON_GetArraySize(pl), 32);
+        const cJSON *pl = cli_array(r, "perLayer", 32);
         const cJSON *l0 = cJSON_GetArrayItem(pl, 0);
         assert_true(cli_num(l0, "layer") == 0.0);
         assert_true(cli_num(l0, "share") == want[i][0]);
@@ -382,8 +378,7 @@ static void test_bench_schedules(void **state) {
     cJSON *doc = cli_json("bench --schedule uniform,kvfactory,taper "
                           "--budget 64 --trace flat --layers 6 --window 8 "
                           "--beta 3 --json");
-    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
-    assert_int_equal(cJSON_GetArraySize(results), 3);
+    const cJSON *results = cli_array(doc, "results", 3);
     for (int i = 0; i < 3; ++i) {
         const cJSON *r = cJSON_GetArrayItem(results, i);
         const char *name =
@@ -426,8 +421,7 @@ static void test_bench_schedules(void **state) {
                            "--weights is required for the cake schedule");
     doc = cli_json("bench --schedule uniform,cake --weights 4,3,2,1 "
                    "--budget 64 --trace flat --layers 4 --json");
-    const cJSON *res = cJSON_GetObjectItemCaseSensitive(doc, "results");
-    assert_int_equal(cJSON_GetArraySize(res), 2);
+    const cJSON *res = cli_array(doc, "results", 2);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(
                             cJSON_GetArrayItem(res, 1), "schedule")
                             ->valuestring,

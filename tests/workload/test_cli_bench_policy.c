@@ -63,8 +63,7 @@ static void check_figures(const char *choice, const char *name,
     assert_true(cJSON_IsString(jp));
     assert_string_equal(jp->valuestring, name);
     assert_true(cli_num(doc, "layers") == 1.0);
-    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
-    assert_int_equal(cJSON_GetArraySize(results), 3);
+    const cJSON *results = cli_array(doc, "results", 3);
     for (int i = 0; i < 3; ++i) {
         const cJSON *r = cJSON_GetArrayItem(results, i);
         const double mass = cli_num(r, "retainedAttentionMass");
@@ -123,8 +122,7 @@ static void test_layered_every_policy(void **state) {
                  "bench --trace funnel --layers 4 --budget 96 --ratio 1,4 %s "
                  "--json", choices[k]);
         cJSON *doc = cli_json(args);
-        const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
-        assert_int_equal(cJSON_GetArraySize(results), 2);
+        const cJSON *results = cli_array(doc, "results", 2);
         const cJSON *uni = cJSON_GetArrayItem(results, 0);
         const cJSON *pyr = cJSON_GetArrayItem(results, 1);
         assert_true(cli_num(uni, "ratio") == 1.0 && cli_num(pyr, "ratio") == 4.0);
@@ -165,8 +163,7 @@ static void test_sinks_beyond_the_share(void **state) {
     (void)state;
     cJSON *doc = cli_json("bench --scorer window --sinks 2 --layers 6 "
                           "--trace flat --budget 40 --ratio 8 --json");
-    const cJSON *results = cJSON_GetObjectItemCaseSensitive(doc, "results");
-    assert_int_equal(cJSON_GetArraySize(results), 1);
+    const cJSON *results = cli_array(doc, "results", 1);
     const cJSON *per = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetArrayItem(results, 0), "perLayer");
     assert_int_equal(cJSON_GetArraySize(per), 6);
