@@ -118,24 +118,26 @@ static void create_allocator_null_is_malloc(void **state) {
     pb_kvcache_destroy(out);
 }
 
-static void create_allocator_lacks_alloc(void **state) {
-    (void)state;
+/* An allocator lacking a function: PB_ERR_PARAM, *out NULL, and neither
+ * of its functions called. */
+static void expect_allocator_refused(const pb_allocator *a) {
     const pb_kvcache_pyramidkv_params p = small_params();
-    const pb_allocator a = {NULL, never_free, NULL};
     pb_kvcache *out = (pb_kvcache *)(void *)&p;
-    assert_int_equal(pb_kvcache_pyramidkv_create(&p, NULL, &a, &out),
+    assert_int_equal(pb_kvcache_pyramidkv_create(&p, NULL, a, &out),
                      PB_ERR_PARAM);
     assert_null(out);
 }
 
+static void create_allocator_lacks_alloc(void **state) {
+    (void)state;
+    const pb_allocator a = {NULL, never_free, NULL};
+    expect_allocator_refused(&a);
+}
+
 static void create_allocator_lacks_free(void **state) {
     (void)state;
-    const pb_kvcache_pyramidkv_params p = small_params();
     const pb_allocator a = {never_alloc, NULL, NULL};
-    pb_kvcache *out = (pb_kvcache *)(void *)&p;
-    assert_int_equal(pb_kvcache_pyramidkv_create(&p, NULL, &a, &out),
-                     PB_ERR_PARAM);
-    assert_null(out);
+    expect_allocator_refused(&a);
 }
 
 /* One row per parameter bound: at the bound (accepted) and past it. */
@@ -174,29 +176,20 @@ PARAM_ROW(create_pool_kernel_uint32_max, pool_kernel, UINT32_MAX, PB_OK)
 PARAM_ROW(create_pool_kernel_uint32_max_minus_1, pool_kernel, UINT32_MAX - 1u,
           PB_ERR_PARAM)
 
-static void create_budget_one(void **state) {
-    (void)state;
-    pb_kvcache_pyramidkv_params p = small_params();
-    p.budget = 1u;
-    p.recent_window = 0u;
-    expect_create(&p, NULL, PB_OK);
-}
+/* Rows that move two fields together, with NULL options. */
+#define PARAM2_ROW(name, field1, value1, field2, value2, want)         \
+    static void name(void **state) {                                  \
+        (void)state;                                                  \
+        pb_kvcache_pyramidkv_params p = small_params();               \
+        p.field1 = (value1);                                          \
+        p.field2 = (value2);                                          \
+        expect_create(&p, NULL, (want));                              \
+    }
 
-static void create_layer_last(void **state) {
-    (void)state;
-    pb_kvcache_pyramidkv_params p = small_params();
-    p.num_layers = 32u;
-    p.layer = 31u;
-    expect_create(&p, NULL, PB_OK);
-}
-
-static void create_num_layers_uint32_max(void **state) {
-    (void)state;
-    pb_kvcache_pyramidkv_params p = small_params();
-    p.num_layers = UINT32_MAX;
-    p.layer = UINT32_MAX - 1u;
-    expect_create(&p, NULL, PB_OK);
-}
+PARAM2_ROW(create_budget_one, budget, 1u, recent_window, 0u, PB_OK)
+PARAM2_ROW(create_layer_last, num_layers, 32u, layer, 31u, PB_OK)
+PARAM2_ROW(create_num_layers_uint32_max, num_layers, UINT32_MAX, layer,
+           UINT32_MAX - 1u, PB_OK)
 
 #define OPTION_ROW(name, field, value, want)              \
     static void name(void **state) {                      \
