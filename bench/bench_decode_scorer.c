@@ -139,8 +139,7 @@ static int bench_one(const bench_scorer_spec *spec, uint32_t budget,
     }
     if (rc == 0) {
         bench_series_stats(&t, opt);
-        const bench_stats lw = t.st[0], fw = t.st[1];
-        const bench_stats lc = t.st[2], fc = t.st[3];
+        const bench_stats lw = t.st[0], fw = t.st[1], lc = t.st[2], fc = t.st[3];
         printf("%-10s sinks %u budget %4u cadence %3u | CPU: library %.3f "
                "us/step [%.3f - %.3f] | floor %.3f us/step [%.3f - %.3f] "
                "(%.0f B/step) | ratio %.2fx | wall: library %.3f, floor "
