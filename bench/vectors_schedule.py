@@ -337,8 +337,8 @@ def main():
             "cases": cases,
         }
         path = os.path.join("vectors", "schedule_%s.json" % stem)
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=2)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2, ensure_ascii=False)
             f.write("\n")
         print("%s: %d cases" % (path, len(cases)))
 
