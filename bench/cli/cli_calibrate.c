@@ -36,7 +36,8 @@
 static void help(FILE *out) {
     fprintf(out,
         "usage: pyramidkv calibrate TRACE [--budget B] [--recent N] [--fraction F]\n"
-        "                 [--floor N] [--tau1 X] [--tau2 X] [--progress on|off]\n"
+        "                 [--floor N] [--tau1 X] [--tau2 X] [--cake-pref LIST]\n"
+        "                 [--progress on|off]\n"
         "                 [--per-layer] [--json] [--plot FILE.png]\n"
         "\n"
         "Ranks every allocation on a trace of a model's attention\n"
@@ -73,6 +74,9 @@ static void help(FILE *out) {
         "                  1 .. 100 [90]\n"
         "  --floor N       smallest profile weight, >= 1 [the largest window]\n"
         "  --tau1 X, --tau2 X  CAKE's temperatures, (0, 1000] [1.6, 0.6]\n"
+        "  --cake-pref LIST    CAKE's layer preference given, one number >= 0\n"
+        "                  per layer separated by commas (as a runtime measured\n"
+        "                  it on its own text), instead of measured on the trace\n"
         "  --progress on|off   a progress line on stderr [on for a terminal]\n"
         "  --per-layer     also print every layer's share and mass per schedule\n"
         "  --json          one JSON document instead of the tables\n"
@@ -105,6 +109,8 @@ static int parse(int argc, char **argv, cal_opts *o) {
         const char *f = w.flag;
         if (strcmp(f, "--plot") == 0) {
             o->plot = v;
+        } else if (strcmp(f, "--cake-pref") == 0) {
+            o->cake_pref = v;
         } else if (strcmp(f, "--recent") == 0) {
             if (pb_cli_parse_u32("calibrate", f, v, 0u, 1u << 20,
                                  &o->recent) != 0)
@@ -145,6 +151,20 @@ static int parse(int argc, char **argv, cal_opts *o) {
         }
     }
     return wrc;
+}
+
+/* --cake-pref: exactly n finite numbers >= 0 into pref. 0 or -1. */
+static int parse_prefs(const char *text, double *pref, uint32_t n) {
+    const char *at = text;
+    for (uint32_t l = 0; l < n; ++l) {
+        char *end = NULL;
+        const double x = strtod(at, &end);
+        if (end == at || !(x >= 0.0 && x <= 1e300)) return -1;
+        if (*end != (l + 1u < n ? ',' : '\0')) return -1;
+        pref[l] = x;
+        at = end + 1;
+    }
+    return 0;
 }
 
 /* --plot FILE must be a file this process can write, checked before the
@@ -314,6 +334,17 @@ int pb_cli_calibrate(int argc, char **argv) {
     pb_profile_destroy(prof);
     /* CAKE's weights from the preference; all zero (no prefix attention)
      * leaves cake out. */
+    if (rc == 0 && o.cake_pref != NULL &&
+        parse_prefs(o.cake_pref, prep.cake_pref, L) != 0) {
+        pb_cli_calibrate_prep_free(&prep);
+        free(ly);
+        free(weights);
+        free(cake_w);
+        free(recs);
+        return pb_cli_usage_error("calibrate", "--cake-pref: '%s' is not %u "
+                                  "numbers >= 0 separated by commas",
+                                  o.cake_pref, L);
+    }
     const int have_cake =
         rc == 0 && pb_cake_weights(prep.cake_pref, L, cake_w, L) == PB_OK;
     /* Every schedule under every head mode. A schedule that refuses these

@@ -79,6 +79,7 @@ typedef struct cal_sched {
 typedef struct cal_opts {
     pb_cli_trace_args t; /* TRACE, --json, --per-layer */
     const char *plot;
+    const char *cake_pref; /* --cake-pref: one preference per layer */
     uint32_t budget, fraction_ppm, floor_w, recent;
     double tau1, tau2;
     int have_budget, have_floor, have_recent, progress;
@@ -160,5 +161,14 @@ int pb_cli_calibrate_report(const cal_opts *o, const pb_cli_scan *scan,
                             const cal_layer *ly, const uint32_t *weights,
                             uint32_t fit, const cal_sched *sc,
                             size_t n_sched, const char *skipped);
+
+/* One "kv-cache/calibrate" golden-vector case (docs/vectors.md): writes
+ * the case's trace to a temporary file, runs `calibrate --json` on it
+ * with the case's flags and compares the rows' figures; the runner's hook
+ * (cli_calibrate_vectors.c). 0, or -1 with the case failed. */
+struct case_state;
+struct cJSON;
+int pb_cli_calibrate_vector_case(struct case_state *c,
+                                 const struct cJSON *cs);
 
 #endif /* PB_CLI_CALIBRATE_H */
