@@ -370,6 +370,7 @@ int pb_cli_calibrate(int argc, char **argv) {
         for (uint32_t l = 0; l < L; ++l)
             for (uint32_t h = 0; h < H; ++h)
                 ly[l].records += recs[(size_t)l * H + h];
+        for (uint32_t l = 0; l < L; ++l) ly[l].cake_pref = prep.cake_pref[l];
         rc = pb_cli_calibrate_report(&o, &scan, ly, weights, fit, sc, n_sched,
                                      skipped);
     } else if (rc == 2) {

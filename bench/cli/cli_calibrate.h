@@ -90,6 +90,7 @@ typedef struct cal_layer {
     uint64_t rows, records;
     double bits, support;
     uint32_t k50, k90, k99;
+    double cake_pref; /* CAKE's P_l (measured, or --cake-pref) */
 } cal_layer;
 
 /* The preparing pass's findings (cli_calibrate_prep.c). A stream is one

@@ -168,6 +168,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
             cJSON_AddNumberToObject(e, "k99", ly[l].k99);
         }
         cJSON_AddNumberToObject(e, "weight", weights[l]);
+        cJSON_AddNumberToObject(e, "cakePreference", ly[l].cake_pref);
         cJSON_AddItemToArray(prof, e);
     }
     cJSON_AddNumberToObject(doc, "fitRatio", fit);
