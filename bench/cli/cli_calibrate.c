@@ -9,11 +9,11 @@
  * (docs/spec.md §18), best first, with a one-line recommendation.
  * --plot draws the entropy profile and the shares with gnuplot.
  *
- * Owns the flags, the profile and the output; the measuring pass is
- * cli_calibrate_measure.c's. Four passes over
- * the file (scan, profile, prep, compression); nothing is printed before the last
- * one has read the whole file, so a malformed trace gives one error line
- * and no output.
+ * Owns the flags, the profile and the rows; the measuring pass is
+ * cli_calibrate_measure.c's, the tables, JSON and plot
+ * cli_calibrate_output.c's. Four passes over the file (scan, profile,
+ * prep, compression); nothing is printed before the last one has read the
+ * whole file, so a malformed trace gives one error line and no output.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <cjson/cJSON.h>
 
 #include "cli_calibrate.h"
 #include "cli_commands.h"
@@ -35,24 +33,11 @@
 #define MAX_SCHED 16u
 #define MAX_ALLOC (3u * MAX_SCHED)
 
-typedef struct cal_opts {
-    pb_cli_trace_args t; /* TRACE, --json, --per-layer */
-    const char *plot;
-    uint32_t budget, fraction_ppm, floor_w, recent;
-    double tau1, tau2;
-    int have_budget, have_floor, have_recent, progress;
-} cal_opts;
-
-typedef struct cal_layer {
-    uint64_t rows, records;
-    double bits, support;
-    uint32_t k50, k90, k99;
-} cal_layer;
-
 static void help(FILE *out) {
     fprintf(out,
         "usage: pyramidkv calibrate TRACE [--budget B] [--recent N] [--fraction F]\n"
-        "                 [--floor N] [--tau1 X] [--tau2 X] [--progress on|off]\n"
+        "                 [--floor N] [--tau1 X] [--tau2 X] [--cake-pref LIST]\n"
+        "                 [--progress on|off]\n"
         "                 [--per-layer] [--json] [--plot FILE.png]\n"
         "\n"
         "Ranks every allocation on a trace of a model's attention\n"
@@ -89,6 +74,9 @@ static void help(FILE *out) {
         "                  1 .. 100 [90]\n"
         "  --floor N       smallest profile weight, >= 1 [the largest window]\n"
         "  --tau1 X, --tau2 X  CAKE's temperatures, (0, 1000] [1.6, 0.6]\n"
+        "  --cake-pref LIST    CAKE's layer preference given, one number >= 0\n"
+        "                  per layer separated by commas (as a runtime measured\n"
+        "                  it on its own text), instead of measured on the trace\n"
         "  --progress on|off   a progress line on stderr [on for a terminal]\n"
         "  --per-layer     also print every layer's share and mass per schedule\n"
         "  --json          one JSON document instead of the tables\n"
@@ -114,16 +102,15 @@ static int parse(int argc, char **argv, cal_opts *o) {
     o->tau2 = 0.6;
     pb_cli_walk w;
     pb_cli_walk_init(&w, "calibrate", argc, argv);
-    for (;;) {
-        const char *v = NULL;
-        const int rc = pb_cli_trace_walk(&w, &o->t, help, &v);
-        if (rc != PB_CLI_WALK_FLAG) {
-            if (rc != 0) return rc;
-            break;
-        }
+    const char *v = NULL;
+    int wrc;
+    while ((wrc = pb_cli_trace_walk(&w, &o->t, help, &v)) ==
+           PB_CLI_WALK_FLAG) {
         const char *f = w.flag;
         if (strcmp(f, "--plot") == 0) {
             o->plot = v;
+        } else if (strcmp(f, "--cake-pref") == 0) {
+            o->cake_pref = v;
         } else if (strcmp(f, "--recent") == 0) {
             if (pb_cli_parse_u32("calibrate", f, v, 0u, 1u << 20,
                                  &o->recent) != 0)
@@ -163,279 +150,21 @@ static int parse(int argc, char **argv, cal_opts *o) {
                                       "calibrate --help)", f);
         }
     }
+    return wrc;
+}
+
+/* --cake-pref: exactly n finite numbers >= 0 into pref. 0 or -1. */
+static int parse_prefs(const char *text, double *pref, uint32_t n) {
+    const char *at = text;
+    for (uint32_t l = 0; l < n; ++l) {
+        char *end = NULL;
+        const double x = strtod(at, &end);
+        if (end == at || !(x >= 0.0 && x <= 1e300)) return -1;
+        if (*end != (l + 1u < n ? ',' : '\0')) return -1;
+        pref[l] = x;
+        at = end + 1;
+    }
     return 0;
-}
-
-static const char *shape_of(const uint32_t *shares, uint32_t layers) {
-    if (layers < 2u || shares[0] == shares[layers - 1u]) return "uniform";
-    return shares[0] > shares[layers - 1u] ? "funnel" : "inverted";
-}
-
-static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
-                         const cal_layer *ly, const uint32_t *weights,
-                         uint32_t fit, const cal_sched *sc, size_t n_sched) {
-    const uint32_t L = scan->shape.num_layers;
-    const int fut = scan->future > 0u;
-    printf("trace %s: %u layers, %u KV heads, group %u; %llu prefill records "
-           "(up to %u window rows over %u positions), %llu decode rows, "
-           "%llu future records\n\n",
-           o->t.path, L, scan->shape.num_kv_heads, scan->shape.group_size,
-           (unsigned long long)scan->prefill, scan->max_window,
-           scan->max_prompt, (unsigned long long)scan->decode,
-           (unsigned long long)scan->future);
-    printf("layer profile (k50/k90/k99: positions holding 50/90/99 %% of a "
-           "row's mass)\n");
-    printf("%5s %9s %9s %9s %7s %7s %7s %7s\n", "layer", "rows", "entropy",
-           "support", "k50", "k90", "k99", "weight");
-    for (uint32_t l = 0; l < L; ++l) {
-        if (ly[l].rows == 0u) {
-            printf("%5u %9s %9s %9s %7s %7s %7s %7u\n", l, "-", "-", "-", "-",
-                   "-", "-", weights[l]);
-            continue;
-        }
-        printf("%5u %9llu %9.3f %9.1f %7u %7u %7u %7u\n", l,
-               (unsigned long long)ly[l].rows, ly[l].bits, ly[l].support,
-               ly[l].k50, ly[l].k90, ly[l].k99, weights[l]);
-    }
-    printf("\nprofile weights: k%u floored at %u; best-fitting arithmetic "
-           "ratio %u (%s profile)\n\n", o->fraction_ppm / 10000u, o->floor_w,
-           fit, shape_of(weights, L));
-    printf("each (layer, KV head) at budget %u per layer, prefill "
-           "compression, equal total memory (held positions, each head at "
-           "least %u); heads: uniform = every KV head keeps the layer's "
-           "share, adaptive = the layer's KV heads share one pool; recall = "
-           "heavy hitters kept (the top %u positions before the window by "
-           "its attention), mass = window attention kept, both means over "
-           "(layer, KV head); worst = the lowest head's recall, at "
-           "layer.head; %s\n",
-           o->budget, o->recent + 1u, PB_CAL_TOP_K,
-           fut ? "peak = the later queries' attention on the 8 prompt "
-                 "positions each (layer, KV head) attends to most, the "
-                 "evicted share pooled over a prompt's heads, mean over "
-                 "prompts, +-se its standard error; tie = within two paired "
-                 "standard errors of the top row; loss = the share of all "
-                 "their attention lost, the worst head per prompt, mean = "
-                 "over every (prompt, layer, KV head); best first by peak"
-               : "best first by recall");
-    printf("%-18s %-8s %6s %7s %7s %6s %6s %8s %8s %8s %8s %6s",
-           "schedule", "heads", "budget", "shares", "held", "first", "last",
-           "shape", "recall", "mass", "worst", "at");
-    if (fut) printf(" %8s %8s %3s %8s %8s", "peak", "+-se", "tie", "loss",
-                    "mean");
-    printf("\n");
-    for (size_t s = 0; s < n_sched; ++s) {
-        char at[24];
-        snprintf(at, sizeof at, "%u.%u", sc[s].worst_layer, sc[s].worst_head);
-        printf("%-18s %-8s %6u %7llu %7llu %6u %6u %8s %8.6f %8.6f %8.6f "
-               "%6s",
-               sc[s].s.name, pb_cli_calibrate_heads_name(sc[s].heads), sc[s].used,
-               (unsigned long long)sc[s].total,
-               (unsigned long long)sc[s].held, sc[s].shares[0],
-               sc[s].shares[L - 1u], shape_of(sc[s].shares, L), sc[s].recall,
-               sc[s].mass, sc[s].worst, at);
-        if (fut)
-            printf(" %8.6f %8.6f %3s %8.6f %8.6f", sc[s].peak, sc[s].peak_se,
-                   sc[s].tied ? "yes" : "no", sc[s].loss, sc[s].loss_mean);
-        printf("\n");
-    }
-    if (o->t.per_layer) {
-        printf("\nper layer: share / retained mass (mean over the layer's "
-               "records)\n%5s", "layer");
-        for (size_t s = 0; s < n_sched; ++s)
-            printf(" %18s%s", sc[s].s.name,
-                   sc[s].heads == PB_CAL_HEADS_ADAPTIVE ? "+a" : "  ");
-        printf("\n");
-        for (uint32_t l = 0; l < L; ++l) {
-            printf("%5u", l);
-            for (size_t s = 0; s < n_sched; ++s) {
-                if (ly[l].records == 0u)
-                    printf(" %11u / %6s", sc[s].shares[l], "-");
-                else
-                    printf(" %11u / %6.4f", sc[s].shares[l],
-                           sc[s].mass_sum[l] / (double)ly[l].records);
-            }
-            printf("\n");
-        }
-    }
-    const cal_sched *best = &sc[0];
-    const cal_sched *uni = NULL;
-    for (size_t s = 0; s < n_sched; ++s)
-        if (strcmp(sc[s].s.name, "uniform") == 0 &&
-            sc[s].heads == PB_CAL_HEADS_UNIFORM)
-            uni = &sc[s];
-    if (fut) {
-        size_t tied = 0;
-        for (size_t s = 1; s < n_sched; ++s) tied += (size_t)sc[s].tied;
-        printf("\nrecommendation: %s (%s), heads %s: the later queries lose "
-               "%.6f +- %.6f of the attention they put on their heads' peak "
-               "positions; uniform budgets on every head: %.6f. ",
-               best->s.name, shape_of(best->shares, L),
-               pb_cli_calibrate_heads_name(best->heads), best->peak,
-               best->peak_se, uni != NULL ? uni->peak : 0.0);
-        if (tied == 0u)
-            printf("Every other row is worse by more than two paired "
-                   "standard errors.\n");
-        else
-            printf("%zu other rows are within two paired standard errors "
-                   "of it (tie = yes): between those the trace does not "
-                   "decide.\n", tied);
-        return;
-    }
-    printf("\nrecommendation: %s (%s), heads %s: keeps %.6f of the heads' "
-           "heavy hitters (worst head %.6f) and %.6f of the window's "
-           "attention; uniform budgets on every head: %.6f (worst %.6f), "
-           "%.6f\n", best->s.name, shape_of(best->shares, L),
-           pb_cli_calibrate_heads_name(best->heads), best->recall, best->worst, best->mass,
-           uni != NULL ? uni->recall : 0.0, uni != NULL ? uni->worst : 0.0,
-           uni != NULL ? uni->mass : 0.0);
-}
-
-static int print_json(const cal_opts *o, const pb_cli_scan *scan,
-                      const cal_layer *ly, const uint32_t *weights,
-                      uint32_t fit, const cal_sched *sc, size_t n_sched,
-                      const char *skipped) {
-    const uint32_t L = scan->shape.num_layers;
-    cJSON *doc = cJSON_CreateObject();
-    cJSON_AddStringToObject(doc, "trace", o->t.path);
-    cJSON_AddNumberToObject(doc, "layers", L);
-    cJSON_AddNumberToObject(doc, "kvHeads", scan->shape.num_kv_heads);
-    cJSON_AddNumberToObject(doc, "groupSize", scan->shape.group_size);
-    cJSON_AddNumberToObject(doc, "budget", o->budget);
-    cJSON_AddNumberToObject(doc, "fractionPercent", o->fraction_ppm / 10000u);
-    cJSON_AddNumberToObject(doc, "floor", o->floor_w);
-    cJSON *prof = cJSON_AddArrayToObject(doc, "profile");
-    for (uint32_t l = 0; l < L; ++l) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "layer", l);
-        cJSON_AddNumberToObject(e, "rows", (double)ly[l].rows);
-        if (ly[l].rows != 0u) {
-            cJSON_AddNumberToObject(e, "entropyBits", ly[l].bits);
-            cJSON_AddNumberToObject(e, "support", ly[l].support);
-            cJSON_AddNumberToObject(e, "k50", ly[l].k50);
-            cJSON_AddNumberToObject(e, "k90", ly[l].k90);
-            cJSON_AddNumberToObject(e, "k99", ly[l].k99);
-        }
-        cJSON_AddNumberToObject(e, "weight", weights[l]);
-        cJSON_AddItemToArray(prof, e);
-    }
-    cJSON_AddNumberToObject(doc, "fitRatio", fit);
-    cJSON *arr = cJSON_AddArrayToObject(doc, "schedules");
-    for (size_t s = 0; s < n_sched; ++s) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "schedule", sc[s].s.name);
-        cJSON_AddStringToObject(e, "heads", pb_cli_calibrate_heads_name(sc[s].heads));
-        cJSON_AddStringToObject(e, "shape", shape_of(sc[s].shares, L));
-        cJSON_AddNumberToObject(e, "budget", sc[s].used);
-        cJSON_AddNumberToObject(e, "total", (double)sc[s].total);
-        cJSON_AddNumberToObject(e, "held", (double)sc[s].held);
-        cJSON_AddNumberToObject(e, "retainedAttentionMass", sc[s].mass);
-        cJSON_AddNumberToObject(e, "heavyHitterRecall", sc[s].recall);
-        cJSON_AddNumberToObject(e, "worstHeadRecall", sc[s].worst);
-        cJSON_AddNumberToObject(e, "worstLayer", sc[s].worst_layer);
-        cJSON_AddNumberToObject(e, "worstHead", sc[s].worst_head);
-        if (scan->future > 0u) {
-            cJSON_AddNumberToObject(e, "peakLoss", sc[s].peak);
-            cJSON_AddNumberToObject(e, "peakLossSE", sc[s].peak_se);
-            cJSON_AddNumberToObject(e, "worstHeadLoss", sc[s].loss);
-            cJSON_AddNumberToObject(e, "worstHeadLossSE", sc[s].loss_se);
-            cJSON_AddNumberToObject(e, "meanLoss", sc[s].loss_mean);
-            cJSON_AddBoolToObject(e, "withinNoise", sc[s].tied);
-            /* Per (layer, KV head): the peak loss pooled over the prompts,
-             * where the rows disagree (docs/calibrate.md). */
-            const size_t cells = (size_t)L * scan->shape.num_kv_heads;
-            cJSON *hp = cJSON_AddArrayToObject(e, "headPeakLoss");
-            for (size_t c = 0; c < cells; ++c) {
-                double lost = 0.0, all = 0.0;
-                for (size_t i = c; i < sc[s].n_cells; i += cells) {
-                    lost += sc[s].peak_lost[i];
-                    all += sc[s].peak_all[i];
-                }
-                cJSON_AddItemToArray(hp, all > 0.0 ? cJSON_CreateNumber(lost / all)
-                                                   : cJSON_CreateNull());
-            }
-        }
-        cJSON *sh = cJSON_AddArrayToObject(e, "shares");
-        cJSON *lm = cJSON_AddArrayToObject(e, "layerMass");
-        for (uint32_t l = 0; l < L; ++l) {
-            cJSON_AddItemToArray(sh, cJSON_CreateNumber(sc[s].shares[l]));
-            cJSON_AddItemToArray(
-                lm, ly[l].records == 0u
-                        ? cJSON_CreateNull()
-                        : cJSON_CreateNumber(sc[s].mass_sum[l] /
-                                             (double)ly[l].records));
-        }
-        cJSON_AddItemToArray(arr, e);
-    }
-    cJSON_AddStringToObject(doc, "recommendation", sc[0].s.name);
-    cJSON_AddStringToObject(doc, "recommendedHeads", pb_cli_calibrate_heads_name(sc[0].heads));
-    if (skipped[0] != '\0') cJSON_AddStringToObject(doc, "notCompared", skipped);
-    char *text = cJSON_Print(doc);
-    cJSON_Delete(doc);
-    if (text == NULL) return -1;
-    printf("%s\n", text);
-    cJSON_free(text);
-    return 0;
-}
-
-/* Draws the entropy per layer and every schedule's shares with gnuplot,
- * whose own output goes nowhere near stdout (the tables or the JSON are
- * there). Returns 0 (drawn, or skipped without gnuplot) or PB_CLI_FAILED. */
-static int plot(const cal_opts *o, const pb_cli_scan *scan,
-                const cal_layer *ly, const cal_sched *sc, size_t n_sched) {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "pyramidkv calibrate: gnuplot not found; --plot %s "
-                        "skipped (Debian: apt-get install gnuplot-nox)\n",
-                o->plot);
-        return PB_CLI_OK;
-    }
-    char data[] = "/tmp/pyramidkv-calibrate-XXXXXX";
-    const int fd = mkstemp(data);
-    if (fd < 0) {
-        fprintf(stderr, "pyramidkv calibrate: --plot: no temporary file\n");
-        return PB_CLI_FAILED;
-    }
-    FILE *f = fdopen(fd, "w");
-    const uint32_t L = scan->shape.num_layers;
-    for (uint32_t l = 0; f != NULL && l < L; ++l) {
-        fprintf(f, "%u %.6f", l, ly[l].rows ? ly[l].bits : 0.0);
-        for (size_t s = 0; s < n_sched; ++s) fprintf(f, " %u", sc[s].shares[l]);
-        fprintf(f, "\n");
-    }
-    if (f != NULL) fclose(f);
-    fflush(stdout);
-    /* gnuplot draws on its stdout when `set output` fails: send that to
-     * /dev/null. Reading a pipe, it exits non-zero at the first error. */
-    FILE *gp = popen("gnuplot >/dev/null", "w");
-    if (gp == NULL) {
-        remove(data);
-        return PB_CLI_FAILED;
-    }
-    fprintf(gp,
-            "set terminal pngcairo size 900,700 noenhanced\n"
-            "set output '%s'\n"
-            "set multiplot layout 2,1 title 'pyramidkv calibrate: %s'\n"
-            "set xlabel 'layer'\nset grid\nset key outside right\n"
-            "set ylabel 'mean entropy (bits)'\n"
-            "plot '%s' using 1:2 with linespoints title 'entropy'\n"
-            "set ylabel 'share at budget %u'\n"
-            "plot ", o->plot, o->t.path, data, o->budget);
-    /* Each schedule once (its two head modes have the same shares). */
-    int first = 1;
-    for (size_t s = 0; s < n_sched; ++s) {
-        if (sc[s].heads != PB_CAL_HEADS_UNIFORM) continue;
-        fprintf(gp, "%s'%s' using 1:%zu with lines lw 2 title '%s'",
-                first ? "" : ", ", data, s + 3u, sc[s].s.name);
-        first = 0;
-    }
-    fprintf(gp, "\nunset multiplot\n");
-    const int rc = pclose(gp);
-    remove(data);
-    if (rc != 0) {
-        fprintf(stderr, "pyramidkv calibrate: gnuplot failed; %s not "
-                        "written\n", o->plot);
-        return PB_CLI_FAILED;
-    }
-    return PB_CLI_OK;
 }
 
 /* --plot FILE must be a file this process can write, checked before the
@@ -498,50 +227,38 @@ static int add_rows(const pb_cli_sched *sched, const pb_cli_sched_ctx *ctx,
         cal_sched *e = &sc[(*n_sched)++];
         *e = one;
         e->heads = heads;
-        e->shares = (uint32_t *)malloc(L * sizeof *e->shares);
-        e->head_shares = (uint32_t *)malloc((size_t)L * H * sizeof *hs);
-        e->mass_sum = (double *)calloc(L, sizeof *e->mass_sum);
-        e->head_sum = (double *)calloc((size_t)L * H, sizeof(double));
-        e->recall_sum = (double *)calloc((size_t)L * H, sizeof(double));
-        e->pmass = (double *)calloc(prompt_cells + 1u, sizeof(double));
-        e->precall = (double *)calloc(prompt_cells + 1u, sizeof(double));
-        e->n_cells = prompt_cells;
-        e->lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
-        e->peak_lost = (double *)calloc(prompt_cells + 1u, sizeof(double));
-        e->peak_all = (double *)calloc(prompt_cells + 1u, sizeof(double));
-        e->seen = (double *)calloc(prompt_cells + 1u, sizeof(double));
-        e->prompt_loss = (double *)calloc(prep->prompts + 1u, sizeof(double));
-        if (e->shares == NULL || e->head_shares == NULL ||
-            e->mass_sum == NULL || e->head_sum == NULL ||
-            e->recall_sum == NULL || e->pmass == NULL ||
-            e->precall == NULL || e->lost == NULL || e->seen == NULL ||
-            e->peak_lost == NULL || e->peak_all == NULL ||
-            e->prompt_loss == NULL) {
+        /* Two blocks per row: the shares, and every sum (free_rows). */
+        const size_t n_d = 2u * (size_t)L * H + L + 6u * (prompt_cells + 1u) +
+                           prep->prompts + 1u;
+        e->shares = (uint32_t *)malloc((size_t)L * (H + 1u) * sizeof *hs);
+        e->mass_sum = (double *)calloc(n_d, sizeof(double));
+        if (e->shares == NULL || e->mass_sum == NULL) {
             rc = 1;
-        } else {
-            memcpy(e->shares, shares, L * sizeof *shares);
-            memcpy(e->head_shares, hs, (size_t)L * H * sizeof *hs);
+            continue;
         }
+        e->head_shares = e->shares + L;
+        memcpy(e->shares, shares, L * sizeof *shares);
+        memcpy(e->head_shares, hs, (size_t)L * H * sizeof *hs);
+        e->head_sum = e->mass_sum + L;
+        e->recall_sum = e->head_sum + (size_t)L * H;
+        double **cell[6] = {&e->pmass, &e->precall, &e->lost, &e->peak_lost,
+                            &e->peak_all, &e->seen};
+        for (size_t i = 0; i < 6u; ++i)
+            *cell[i] = e->recall_sum + (size_t)L * H + i * (prompt_cells + 1u);
+        e->prompt_loss = e->recall_sum + (size_t)L * H +
+                         6u * (prompt_cells + 1u);
+        e->n_cells = prompt_cells;
     }
     free(shares);
     free(hs);
     return rc;
 }
 
+/* Each row owns two blocks: the shares and the sums (add_rows). */
 static void free_rows(cal_sched *sc, size_t n_sched) {
     for (size_t s = 0; s < n_sched; ++s) {
         free(sc[s].shares);
-        free(sc[s].head_shares);
         free(sc[s].mass_sum);
-        free(sc[s].head_sum);
-        free(sc[s].recall_sum);
-        free(sc[s].pmass);
-        free(sc[s].precall);
-        free(sc[s].lost);
-        free(sc[s].peak_lost);
-        free(sc[s].peak_all);
-        free(sc[s].seen);
-        free(sc[s].prompt_loss);
     }
 }
 
@@ -617,6 +334,17 @@ int pb_cli_calibrate(int argc, char **argv) {
     pb_profile_destroy(prof);
     /* CAKE's weights from the preference; all zero (no prefix attention)
      * leaves cake out. */
+    if (rc == 0 && o.cake_pref != NULL &&
+        parse_prefs(o.cake_pref, prep.cake_pref, L) != 0) {
+        pb_cli_calibrate_prep_free(&prep);
+        free(ly);
+        free(weights);
+        free(cake_w);
+        free(recs);
+        return pb_cli_usage_error("calibrate", "--cake-pref: '%s' is not %u "
+                                  "numbers >= 0 separated by commas",
+                                  o.cake_pref, L);
+    }
     const int have_cake =
         rc == 0 && pb_cake_weights(prep.cake_pref, L, cake_w, L) == PB_OK;
     /* Every schedule under every head mode. A schedule that refuses these
@@ -642,15 +370,9 @@ int pb_cli_calibrate(int argc, char **argv) {
         for (uint32_t l = 0; l < L; ++l)
             for (uint32_t h = 0; h < H; ++h)
                 ly[l].records += recs[(size_t)l * H + h];
-        if (o.t.json) {
-            if (print_json(&o, &scan, ly, weights, fit, sc, n_sched,
-                           skipped) != 0)
-                rc = 1;
-        } else {
-            print_tables(&o, &scan, ly, weights, fit, sc, n_sched);
-            if (skipped[0] != '\0') printf("not compared: %s\n", skipped);
-        }
-        if (rc == 0 && o.plot != NULL) rc = plot(&o, &scan, ly, sc, n_sched);
+        for (uint32_t l = 0; l < L; ++l) ly[l].cake_pref = prep.cake_pref[l];
+        rc = pb_cli_calibrate_report(&o, &scan, ly, weights, fit, sc, n_sched,
+                                     skipped);
     } else if (rc == 2) {
         (void)pb_cli_trace_error("calibrate", o.t.path, err);
     } else {

@@ -2,11 +2,13 @@
  * cli_calibrate.h - what the parts of `pyramidkv calibrate` share: one
  * allocation compared (a schedule and a head mode) with its results, and
  * what the preparing pass learns of the trace. cli_calibrate.c owns the
- * flags and the tables, cli_calibrate_rank.c the summary and the order of
- * the rows, cli_calibrate_prep.c the pass that finds every stream's
- * prompts, the per-(layer, KV head) profile and CAKE's layer preference,
- * and cli_calibrate_measure.c the pass that compresses every prompt of
- * every layer under every allocation (docs/spec.md §18).
+ * flags and the rows, cli_calibrate_output.c the tables, JSON and plot,
+ * cli_calibrate_rank.c the summary and the order of the rows,
+ * cli_calibrate_prep.c the read loop both passes share and the pass that
+ * finds every stream's prompts, the per-(layer, KV head) profile and
+ * CAKE's layer preference, and cli_calibrate_measure.c the pass that
+ * compresses every prompt of every layer under every allocation
+ * (docs/spec.md §18).
  */
 #ifndef PB_CLI_CALIBRATE_H
 #define PB_CLI_CALIBRATE_H
@@ -73,6 +75,24 @@ typedef struct cal_sched {
     int tied;           /* within 2 gap_se of the top row */
 } cal_sched;
 
+/* calibrate's options (cli_calibrate.c parses them). */
+typedef struct cal_opts {
+    pb_cli_trace_args t; /* TRACE, --json, --per-layer */
+    const char *plot;
+    const char *cake_pref; /* --cake-pref: one preference per layer */
+    uint32_t budget, fraction_ppm, floor_w, recent;
+    double tau1, tau2;
+    int have_budget, have_floor, have_recent, progress;
+} cal_opts;
+
+/* One layer's profile figures and its prefill records. */
+typedef struct cal_layer {
+    uint64_t rows, records;
+    double bits, support;
+    uint32_t k50, k90, k99;
+    double cake_pref; /* CAKE's P_l (measured, or --cake-pref) */
+} cal_layer;
+
 /* The preparing pass's findings (cli_calibrate_prep.c). A stream is one
  * (layer, KV head, query head slot) of the trace; slot G stands for the
  * reduced group (query head 0xFFFFFFFF). */
@@ -92,6 +112,17 @@ typedef struct cal_measure_opts {
     uint32_t kernel;  /* pooling width */
     int progress;     /* a progress line on stderr */
 } cal_measure_opts;
+
+/* One record of the trace handed to a pass: 0 to go on, -1 to stop with a
+ * message in err naming the record. */
+typedef int (*cal_visit_fn)(void *ctx, const pb_tr_record *rec,
+                            const float *v, char *err, size_t err_len);
+
+/* The read loop both passes share: every record of the trace at path, in
+ * file order, to fn. 0 after the end record; -1 with the reader's message
+ * (a corrupt or truncated file) or fn's. */
+int pb_cli_calibrate_visit(const char *path, cal_visit_fn fn, void *ctx,
+                           char *err, size_t err_len);
 
 /* Reads the trace: stream counts, the head profile (every prefill row of
  * KV head h of layer l, over the keys its query sees, into profile layer l
@@ -124,5 +155,21 @@ void pb_cli_calibrate_rank(cal_sched *sc, size_t n_sched, const uint64_t *recs,
                            const cal_prep *prep, int have_future);
 
 const char *pb_cli_calibrate_heads_name(int heads);
+
+/* Prints the tables (or with --json the JSON document) and draws --plot.
+ * 0, 1 when the JSON cannot be built, PB_CLI_FAILED when gnuplot fails. */
+int pb_cli_calibrate_report(const cal_opts *o, const pb_cli_scan *scan,
+                            const cal_layer *ly, const uint32_t *weights,
+                            uint32_t fit, const cal_sched *sc,
+                            size_t n_sched, const char *skipped);
+
+/* One "kv-cache/calibrate" golden-vector case (docs/vectors.md): writes
+ * the case's trace to a temporary file, runs `calibrate --json` on it
+ * with the case's flags and compares the rows' figures; the runner's hook
+ * (cli_calibrate_vectors.c). 0, or -1 with the case failed. */
+struct case_state;
+struct cJSON;
+int pb_cli_calibrate_vector_case(struct case_state *c,
+                                 const struct cJSON *cs);
 
 #endif /* PB_CLI_CALIBRATE_H */

@@ -31,12 +31,13 @@
 /* One prompt of one layer, gathered until complete. */
 typedef struct cal_batch {
     uint32_t layer, k, rows, query, length, n, got_pre, want_fut, got_fut;
-    uint32_t *streams;   /* [n] the members' streams, ascending */
+    uint32_t *streams;   /* [n] the members' streams, ascending; one block
+                            with fut_rows and fut_query */
     float *values;       /* [n][rows * length] */
     size_t stride;
     float **fut;         /* [n] a member's future rows, or NULL */
     uint32_t *fut_rows, *fut_query;
-    uint64_t *fut_index, *fut_offset;
+    uint64_t *fut_index, *fut_offset; /* one block */
     int have_shape;
 } cal_batch;
 
@@ -51,37 +52,28 @@ typedef struct cal_work {
     uint32_t *top;    /* [members][PB_CAL_TOP_K] heavy hitters */
     uint32_t *n_top;  /* [members] */
     double *col;      /* [max_len] */
-    uint32_t *order;  /* [max_len] */
+    /* Per member, what no allocation changes (measured once per batch):
+     * the window rows' total attention, the future rows' attention summed
+     * per prompt position, its total over the prompt, all their attention,
+     * and the PB_CAL_PEAK most attended prompt positions. */
+    double *win_all, *fcol, *fprompt, *fseen;
+    uint32_t *peak, *n_peak;
     uint32_t max_len, max_members;
     uint64_t done, total;
 } cal_work;
 
-static const double *g_col; /* qsort's key, set by heavy_hitters */
-
-/* More window-summed attention first, then the lower position. */
-static int cmp_col(const void *a, const void *b) {
-    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (g_col[x] != g_col[y]) return g_col[x] > g_col[y] ? -1 : 1;
-    return x < y ? -1 : (x > y);
-}
-
-/* Member m's heavy hitters into w->top: the PB_CAL_TOP_K positions
- * before the window with the most attention summed over the window rows,
- * ties to the lower position; fewer when fewer precede it. */
-static void heavy_hitters(cal_work *w, const cal_batch *b, uint32_t m) {
-    const float *v = b->values + (size_t)m * b->stride;
-    for (uint32_t i = 0; i < b->query; ++i) {
-        double c = 0.0;
-        for (uint32_t j = 0; j < b->rows; ++j)
-            c += v[(size_t)j * b->length + i];
-        w->col[i] = c;
-        w->order[i] = i;
+/* The k positions below n with the most col, ties to the lower position,
+ * most first, into out; returns how many (fewer when n < k). */
+static uint32_t top_of(const double *col, uint32_t n, uint32_t k,
+                       uint32_t *out) {
+    uint32_t got = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (got == k && !(col[i] > col[out[k - 1u]])) continue;
+        uint32_t j = got < k ? got++ : k - 1u;
+        for (; j > 0u && col[i] > col[out[j - 1u]]; --j) out[j] = out[j - 1u];
+        out[j] = i;
     }
-    g_col = w->col;
-    qsort(w->order, b->query, sizeof *w->order, cmp_col);
-    const uint32_t k = b->query < PB_CAL_TOP_K ? b->query : PB_CAL_TOP_K;
-    memcpy(w->top + (size_t)m * PB_CAL_TOP_K, w->order, k * sizeof *w->order);
-    w->n_top[m] = k;
+    return got;
 }
 
 static int has(const uint32_t *kept, size_t n, uint32_t pos) {
@@ -93,59 +85,78 @@ static int has(const uint32_t *kept, size_t n, uint32_t pos) {
     return lo < n && kept[lo] == pos;
 }
 
-/* The retained mass of the record's rows on the ascending kept
+/* What member m's rows say whatever is kept: its heavy hitters (the
+ * PB_CAL_TOP_K positions before the window with the most attention summed
+ * over the window rows), the window rows' total attention, and from its
+ * future rows the per-position sums, their totals and the peak positions
+ * (the PB_CAL_PEAK prompt positions with the most future attention). */
+static void member_figures(cal_work *w, const cal_batch *b, uint32_t m) {
+    const float *v = b->values + (size_t)m * b->stride;
+    for (uint32_t i = 0; i < b->query; ++i) {
+        double c = 0.0;
+        for (uint32_t j = 0; j < b->rows; ++j)
+            c += v[(size_t)j * b->length + i];
+        w->col[i] = c;
+    }
+    w->n_top[m] = top_of(w->col, b->query, PB_CAL_TOP_K,
+                         w->top + (size_t)m * PB_CAL_TOP_K);
+    double all = 0.0;
+    for (uint32_t j = 0; j < b->rows; ++j) {
+        const float *row = v + (size_t)j * b->length;
+        for (size_t i = 0; i < (size_t)b->query + j + 1u; ++i) all += row[i];
+    }
+    w->win_all[m] = all;
+    w->fprompt[m] = w->fseen[m] = 0.0;
+    w->n_peak[m] = 0;
+    if (b->fut[m] == NULL) return;
+    const uint32_t P = b->length, len = P + b->fut_rows[m];
+    double *fc = w->fcol + (size_t)m * w->max_len;
+    for (uint32_t i = 0; i < P; ++i) fc[i] = 0.0;
+    double seen = 0.0;
+    for (uint32_t j = 0; j < b->fut_rows[m]; ++j) {
+        const float *row = b->fut[m] + (size_t)j * len;
+        for (uint32_t i = 0; i < P; ++i) fc[i] += row[i];
+        for (uint32_t i = 0; i <= P + j; ++i) seen += row[i];
+    }
+    double prompt = 0.0;
+    for (uint32_t i = 0; i < P; ++i) prompt += fc[i];
+    w->fprompt[m] = prompt;
+    w->fseen[m] = seen;
+    w->n_peak[m] = top_of(fc, P, PB_CAL_PEAK,
+                          w->peak + (size_t)m * PB_CAL_PEAK);
+}
+
+/* The retained mass of member m's window rows on the ascending kept
  * positions. */
-static double kept_mass(const cal_batch *b, const float *v,
+static double kept_mass(const cal_work *w, const cal_batch *b, uint32_t m,
                         const uint32_t *kept, size_t n_kept) {
-    double held = 0.0, all = 0.0;
+    const float *v = b->values + (size_t)m * b->stride;
+    double held = 0.0;
     for (uint32_t j = 0; j < b->rows; ++j) {
         const float *row = v + (size_t)j * b->length;
         const size_t seen = (size_t)b->query + j + 1u;
-        for (size_t i = 0; i < seen; ++i) all += row[i];
         for (size_t i = 0; i < n_kept && kept[i] < seen; ++i)
             held += row[kept[i]];
     }
-    return all > 0.0 ? held / all : 1.0;
+    return w->win_all[m] > 0.0 ? held / w->win_all[m] : 1.0;
 }
 
-/* Member m's future rows: the attention on prompt positions not kept
- * into *lost, all their attention into *seen. */
-static void future_loss(const cal_batch *b, uint32_t m, const uint32_t *kept,
-                        size_t n_kept, double *lost, double *seen) {
-    const float *f = b->fut[m];
-    const uint32_t P = b->length, len = P + b->fut_rows[m];
-    for (uint32_t j = 0; j < b->fut_rows[m]; ++j) {
-        const float *row = f + (size_t)j * len;
-        size_t at = 0;
-        for (uint32_t i = 0; i <= P + j; ++i) {
-            *seen += row[i];
-            if (i >= P) continue;
-            while (at < n_kept && kept[at] < i) ++at;
-            if (!(at < n_kept && kept[at] == i)) *lost += row[i];
-        }
-    }
-}
-
-/* Member m's peak: the PB_CAL_PEAK prompt positions with the most future
- * attention summed over its future rows (ties to the lower position);
- * their attention into *all, that on the evicted ones into *lost. */
-static void peak_loss(cal_work *w, const cal_batch *b, uint32_t m,
-                      const uint32_t *kept, size_t n_kept, double *lost,
-                      double *all) {
-    const uint32_t P = b->length, len = P + b->fut_rows[m];
-    for (uint32_t i = 0; i < P; ++i) {
-        double c = 0.0;
-        for (uint32_t j = 0; j < b->fut_rows[m]; ++j)
-            c += b->fut[m][(size_t)j * len + i];
-        w->col[i] = c;
-        w->order[i] = i;
-    }
-    g_col = w->col;
-    qsort(w->order, P, sizeof *w->order, cmp_col);
-    for (uint32_t t = 0; t < P && t < PB_CAL_PEAK; ++t) {
-        const uint32_t i = w->order[t];
-        *all += w->col[i];
-        if (!has(kept, n_kept, i)) *lost += w->col[i];
+/* Member m's future loss under the kept positions: the future rows'
+ * attention on evicted prompt positions (the prompt's total less the kept
+ * positions' sums) into *lost, all their attention into *seen; their peak
+ * positions' attention into *peak_all, that on evicted ones *peak_lost. */
+static void future_loss(const cal_work *w, uint32_t m, const uint32_t *kept,
+                        size_t n_kept, cal_sched *s, size_t at) {
+    const double *fc = w->fcol + (size_t)m * w->max_len;
+    double held = 0.0;
+    for (size_t i = 0; i < n_kept; ++i) held += fc[kept[i]];
+    const double lost = w->fprompt[m] - held;
+    s->lost[at] += lost > 0.0 ? lost : 0.0;
+    s->seen[at] += w->fseen[m];
+    const uint32_t *pk = w->peak + (size_t)m * PB_CAL_PEAK;
+    for (uint32_t t = 0; t < w->n_peak[m]; ++t) {
+        s->peak_all[at] += fc[pk[t]];
+        if (!has(kept, n_kept, pk[t])) s->peak_lost[at] += fc[pk[t]];
     }
 }
 
@@ -218,15 +229,9 @@ static int run_batch(cal_work *w, const cal_batch *b, cal_sched *s,
         const uint32_t head = (b->streams[m] / slots) % H;
         const uint32_t *kept = w->kept + (size_t)m * b->length;
         const size_t cell = (size_t)b->layer * H + head;
-        const double mass = kept_mass(b, b->values + (size_t)m * b->stride,
-                                      kept, w->counts[m]);
         const size_t at = (size_t)b->k * w->prep->layers * H + cell;
-        s->pmass[at] += mass;
-        if (b->fut[m] != NULL) {
-            future_loss(b, m, kept, w->counts[m], &s->lost[at], &s->seen[at]);
-            peak_loss(w, b, m, kept, w->counts[m], &s->peak_lost[at],
-                      &s->peak_all[at]);
-        }
+        s->pmass[at] += kept_mass(w, b, m, kept, w->counts[m]);
+        if (b->fut[m] != NULL) future_loss(w, m, kept, w->counts[m], s, at);
     }
     return 0;
 }
@@ -246,7 +251,7 @@ static int flush(cal_work *w, cal_batch *b, char *err, size_t err_len) {
             return -1;
         }
         w->records[(size_t)b->layer * H + (b->streams[m] / slots) % H] += 1u;
-        heavy_hitters(w, b, m);
+        member_figures(w, b, m);
     }
     for (size_t s = 0; s < w->n_sched; ++s) {
         if (run_batch(w, b, &w->sc[s], err, err_len) != 0) return -1;
@@ -276,10 +281,7 @@ static void batch_free(cal_batch *b) {
     free(b->streams);
     free(b->values);
     free(b->fut);
-    free(b->fut_rows);
-    free(b->fut_query);
     free(b->fut_index);
-    free(b->fut_offset);
     free(b);
 }
 
@@ -295,18 +297,16 @@ static cal_batch *batch_new(const cal_prep *p, uint32_t l, uint32_t k) {
         b->n += p->n_pre[s] > k;
         b->want_fut += p->n_fut[s] > k;
     }
-    b->streams = (uint32_t *)calloc(b->n, sizeof *b->streams);
-    b->fut = (float **)calloc(b->n, sizeof *b->fut);
-    b->fut_rows = (uint32_t *)calloc(b->n, sizeof *b->fut_rows);
-    b->fut_query = (uint32_t *)calloc(b->n, sizeof *b->fut_query);
-    b->fut_index = (uint64_t *)calloc(b->n, sizeof *b->fut_index);
-    b->fut_offset = (uint64_t *)calloc(b->n, sizeof *b->fut_offset);
-    if (b->streams == NULL || b->fut == NULL || b->fut_rows == NULL ||
-        b->fut_query == NULL || b->fut_index == NULL ||
-        b->fut_offset == NULL) {
+    b->streams = (uint32_t *)calloc(3u * (size_t)b->n + 1u, sizeof(uint32_t));
+    b->fut = (float **)calloc(b->n + 1u, sizeof *b->fut);
+    b->fut_index = (uint64_t *)calloc(2u * (size_t)b->n + 1u, sizeof(uint64_t));
+    if (b->streams == NULL || b->fut == NULL || b->fut_index == NULL) {
         batch_free(b);
         return NULL;
     }
+    b->fut_rows = b->streams + b->n;
+    b->fut_query = b->fut_rows + b->n;
+    b->fut_offset = b->fut_index + b->n;
     uint32_t m = 0;
     for (size_t s = first; s < first + per; ++s)
         if (p->n_pre[s] > k) b->streams[m++] = (uint32_t)s;
@@ -363,20 +363,73 @@ static int file_record(cal_batch *b, const pb_tr_record *rec,
     return 0;
 }
 
+/* The measuring pass's state between records: the open batches. */
+typedef struct measure_pass {
+    cal_work *w;
+    uint32_t *seen_pre, *seen_fut; /* per stream: records so far */
+    cal_batch **open;
+    size_t n_open, cap_open;
+} measure_pass;
+
+/* The open batch of prompt k of layer l, made if there is none. */
+static cal_batch *batch_for(measure_pass *mp, uint32_t l, uint32_t k,
+                            size_t *at) {
+    size_t i = 0;
+    while (i < mp->n_open && !(mp->open[i]->layer == l && mp->open[i]->k == k))
+        ++i;
+    *at = i;
+    if (i < mp->n_open) return mp->open[i];
+    if (mp->n_open == mp->cap_open) {
+        cal_batch **g = (cal_batch **)realloc(
+            mp->open, 2u * mp->cap_open * sizeof *mp->open);
+        if (g == NULL) return NULL;
+        mp->open = g;
+        mp->cap_open *= 2u;
+    }
+    cal_batch *b = batch_new(mp->w->prep, l, k);
+    if (b != NULL) mp->open[mp->n_open++] = b;
+    return b;
+}
+
+/* One record: filed into its prompt's batch, which is measured and freed
+ * once complete. */
+static int measure_record(void *ctx, const pb_tr_record *rec, const float *v,
+                          char *err, size_t err_len) {
+    measure_pass *mp = (measure_pass *)ctx;
+    const cal_prep *prep = mp->w->prep;
+    if (rec->kind == PB_TR_DECODE) return 0;
+    const uint32_t stream = pb_cli_calibrate_stream(prep, rec);
+    const uint32_t k = rec->kind == PB_TR_FUTURE ? mp->seen_fut[stream]++
+                                                 : mp->seen_pre[stream]++;
+    if (rec->kind == PB_TR_FUTURE && k >= prep->n_pre[stream]) {
+        snprintf(err, err_len, "record %llu at byte %llu: future record %u of "
+                 "its stream (layer %u, KV head %u) has no prefill record %u",
+                 (unsigned long long)rec->index,
+                 (unsigned long long)rec->offset, k, rec->layer, rec->head, k);
+        return -1;
+    }
+    size_t i = 0;
+    cal_batch *b = batch_for(mp, rec->layer, k, &i);
+    if (b == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    if (file_record(b, rec, v, stream, err, err_len) != 0) return -1;
+    if (b->got_pre < b->n || b->got_fut < b->want_fut) return 0;
+    const int rc = flush(mp->w, b, err, err_len);
+    batch_free(b);
+    mp->open[i] = mp->open[--mp->n_open];
+    return rc;
+}
+
 int pb_cli_calibrate_measure(const char *path, const pb_cli_scan *scan,
                              const cal_prep *prep,
                              const cal_measure_opts *mo, cal_sched *sc,
                              size_t n_sched, uint64_t *records, char *err,
                              size_t err_len) {
-    cal_work w;
-    memset(&w, 0, sizeof w);
-    w.prep = prep;
-    w.mo = mo;
-    w.sc = sc;
-    w.n_sched = n_sched;
-    w.records = records;
-    w.max_len = scan->max_len;
-    w.max_members = prep->kv_heads * prep->slots;
+    cal_work w = {.prep = prep, .mo = mo, .sc = sc, .n_sched = n_sched,
+                  .records = records, .max_len = scan->max_len,
+                  .max_members = prep->kv_heads * prep->slots};
     const size_t per = (size_t)prep->kv_heads * prep->slots;
     for (uint32_t l = 0; l < prep->layers; ++l) {
         uint32_t most = 0;
@@ -391,85 +444,38 @@ int pb_cli_calibrate_measure(const char *path, const pb_cli_scan *scan,
                                sizeof *w.top);
     w.n_top = (uint32_t *)calloc(w.max_members, sizeof *w.n_top);
     w.col = (double *)malloc((size_t)w.max_len * sizeof *w.col);
-    w.order = (uint32_t *)malloc((size_t)w.max_len * sizeof *w.order);
-    uint32_t *seen_pre = (uint32_t *)calloc(per * prep->layers, sizeof(uint32_t));
-    uint32_t *seen_fut = (uint32_t *)calloc(per * prep->layers, sizeof(uint32_t));
-    cal_batch **open = (cal_batch **)calloc(prep->layers + 1u, sizeof *open);
-    size_t n_open = 0, cap_open = prep->layers + 1u;
-    pb_tr_reader *r = NULL;
+    const size_t mm = w.max_members;
+    w.win_all = (double *)calloc(3u * mm, sizeof(double));
+    w.fcol = (double *)malloc(mm * w.max_len * sizeof *w.fcol);
+    w.peak = (uint32_t *)malloc(mm * (PB_CAL_PEAK + 1u) * sizeof *w.peak);
+    measure_pass mp = {&w, NULL, NULL, NULL, 0u, prep->layers + 1u};
+    mp.seen_pre = (uint32_t *)calloc(per * prep->layers, sizeof(uint32_t));
+    mp.seen_fut = (uint32_t *)calloc(per * prep->layers, sizeof(uint32_t));
+    mp.open = (cal_batch **)calloc(mp.cap_open, sizeof *mp.open);
     int got = -1;
     if (w.kept == NULL || w.counts == NULL || w.top == NULL ||
-        w.n_top == NULL ||
-        w.col == NULL || w.order == NULL || seen_pre == NULL ||
-        seen_fut == NULL || open == NULL)
+        w.n_top == NULL || w.col == NULL || w.win_all == NULL ||
+        w.fcol == NULL || w.peak == NULL ||
+        mp.seen_pre == NULL || mp.seen_fut == NULL || mp.open == NULL)
         snprintf(err, err_len, "out of memory");
-    else if (pb_tr_reader_open_file(path, &r, err, err_len) == 0)
-        got = 1;
-    pb_tr_record rec;
-    const float *v;
-    while (got == 1 &&
-           (got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
-        if (rec.kind == PB_TR_DECODE) continue;
-        const uint32_t stream = pb_cli_calibrate_stream(prep, &rec);
-        const uint32_t k = rec.kind == PB_TR_FUTURE ? seen_fut[stream]++
-                                                    : seen_pre[stream]++;
-        if (rec.kind == PB_TR_FUTURE && k >= prep->n_pre[stream]) {
-            snprintf(err, err_len, "record %llu at byte %llu: future record "
-                     "%u of its stream (layer %u, KV head %u) has no prefill "
-                     "record %u", (unsigned long long)rec.index,
-                     (unsigned long long)rec.offset, k, rec.layer, rec.head,
-                     k);
-            got = -1;
-            break;
-        }
-        size_t i = 0;
-        while (i < n_open && !(open[i]->layer == rec.layer && open[i]->k == k))
-            ++i;
-        if (i == n_open) {
-            if (n_open == cap_open) {
-                cal_batch **g = (cal_batch **)realloc(
-                    open, 2u * cap_open * sizeof *open);
-                if (g == NULL) {
-                    snprintf(err, err_len, "out of memory");
-                    got = -1;
-                    break;
-                }
-                open = g;
-                cap_open *= 2u;
-            }
-            open[n_open] = batch_new(prep, rec.layer, k);
-            if (open[n_open] == NULL) {
-                snprintf(err, err_len, "out of memory");
-                got = -1;
-                break;
-            }
-            n_open += 1u;
-        }
-        cal_batch *b = open[i];
-        if (file_record(b, &rec, v, stream, err, err_len) != 0) {
-            got = -1;
-            break;
-        }
-        if (b->got_pre == b->n && b->got_fut == b->want_fut) {
-            if (flush(&w, b, err, err_len) != 0) {
-                got = -1;
-                break;
-            }
-            batch_free(b);
-            open[i] = open[--n_open];
-        }
+    else {
+        w.fprompt = w.win_all + mm;
+        w.fseen = w.fprompt + mm;
+        w.n_peak = w.peak + mm * PB_CAL_PEAK;
+        got = pb_cli_calibrate_visit(path, measure_record, &mp, err, err_len);
     }
     if (mo->progress && w.done > 0u) fputc('\n', stderr);
-    pb_tr_reader_close(r);
-    for (size_t i = 0; i < n_open; ++i) batch_free(open[i]);
-    free(open);
-    free(seen_pre);
-    free(seen_fut);
+    for (size_t i = 0; i < mp.n_open; ++i) batch_free(mp.open[i]);
+    free(mp.open);
+    free(mp.seen_pre);
+    free(mp.seen_fut);
     free(w.kept);
     free(w.counts);
     free(w.top);
     free(w.n_top);
     free(w.col);
-    free(w.order);
+    free(w.win_all);
+    free(w.fcol);
+    free(w.peak);
     return got < 0 ? -1 : 0;
 }

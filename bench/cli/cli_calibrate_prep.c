@@ -45,6 +45,70 @@ static int grow(double **hv, uint32_t *cap, uint32_t k, size_t streams) {
     return 0;
 }
 
+int pb_cli_calibrate_visit(const char *path, cal_visit_fn fn, void *ctx,
+                           char *err, size_t err_len) {
+    pb_tr_reader *r = NULL;
+    if (pb_tr_reader_open_file(path, &r, err, err_len) != 0) return -1;
+    pb_tr_record rec;
+    const float *v;
+    int got;
+    while ((got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1)
+        if (fn(ctx, &rec, v, err, err_len) != 0) {
+            got = -1;
+            break;
+        }
+    pb_tr_reader_close(r);
+    return got < 0 ? -1 : 0;
+}
+
+/* The preparing pass's state between records. */
+typedef struct prep_pass {
+    cal_prep *out;
+    double *hv; /* [prompt][stream][2]: CAKE's H and V per record */
+    uint32_t cap;
+    size_t streams;
+    double tau1, tau2;
+} prep_pass;
+
+/* One record: its stream's counts; a prefill record's rows into the head
+ * profile and its CAKE H and V. */
+static int prep_record(void *ctx, const pb_tr_record *rec, const float *v,
+                       char *err, size_t err_len) {
+    prep_pass *pp = (prep_pass *)ctx;
+    cal_prep *out = pp->out;
+    const size_t s = pb_cli_calibrate_stream(out, rec);
+    if (rec->kind == PB_TR_FUTURE) out->n_fut[s] += 1u;
+    if (rec->kind != PB_TR_PREFILL) return 0;
+    const uint32_t k = out->n_pre[s]++;
+    if (k + 1u > out->prompts) out->prompts = k + 1u;
+    int ok = 1;
+    for (uint32_t j = 0; ok && j < rec->rows; ++j) {
+        const pb_status st = pb_profile_add_row(
+            out->head_prof, rec->layer * out->kv_heads + rec->head,
+            v + (size_t)j * rec->length, (size_t)rec->query + j + 1u);
+        ok = st == PB_OK || st == PB_ERR_WEIGHT;
+    }
+    double h = 0.0, var = 0.0, p = 0.0;
+    if (ok && rec->rows < rec->length &&
+        pb_cake_layer_preference(v, 1u, (size_t)rec->rows * rec->length,
+                                 rec->rows, rec->length, pp->tau1, pp->tau2,
+                                 &h, &var, &p) != PB_OK)
+        ok = 0;
+    if (!ok) {
+        snprintf(err, err_len, "record %llu at byte %llu: its rows give no "
+                 "profile or CAKE preference", (unsigned long long)rec->index,
+                 (unsigned long long)rec->offset);
+        return -1;
+    }
+    if (grow(&pp->hv, &pp->cap, k, pp->streams) != 0) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    pp->hv[((size_t)k * pp->streams + s) * 2u] = h;
+    pp->hv[((size_t)k * pp->streams + s) * 2u + 1u] = var;
+    return 0;
+}
+
 int pb_cli_calibrate_prep(const char *path, const pb_cli_scan *scan,
                           double tau1, double tau2, cal_prep *out, char *err,
                           size_t err_len) {
@@ -57,58 +121,20 @@ int pb_cli_calibrate_prep(const char *path, const pb_cli_scan *scan,
     out->n_pre = (uint32_t *)calloc(streams, sizeof *out->n_pre);
     out->n_fut = (uint32_t *)calloc(streams, sizeof *out->n_fut);
     out->cake_pref = (double *)calloc(L, sizeof *out->cake_pref);
-    pb_profile_params pp = PB_PROFILE_PARAMS_DEFAULT;
-    pp.num_layers = L * H;
-    pp.max_len = scan->max_len;
-    double *hv = NULL; /* [prompt][stream][2]: CAKE's H and V per record */
-    uint32_t cap = 0;
-    pb_tr_reader *r = NULL;
+    pb_profile_params prp = PB_PROFILE_PARAMS_DEFAULT;
+    prp.num_layers = L * H;
+    prp.max_len = scan->max_len;
+    prep_pass pp = {out, NULL, 0u, streams, tau1, tau2};
     int got = -1;
     if (out->n_pre == NULL || out->n_fut == NULL || out->cake_pref == NULL)
         snprintf(err, err_len, "out of memory");
     else if ((uint64_t)L * H > PB_TR_MAX_LAYERS ||
-             pb_profile_create(&pp, NULL, &out->head_prof) != PB_OK)
+             pb_profile_create(&prp, NULL, &out->head_prof) != PB_OK)
         snprintf(err, err_len, "a profile of %u x %u heads over %u keys "
                  "does not fit", L, H, scan->max_len);
-    else if (pb_tr_reader_open_file(path, &r, err, err_len) == 0)
-        got = 1;
-    pb_tr_record rec;
-    const float *v;
-    while (got == 1 &&
-           (got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
-        const size_t s = pb_cli_calibrate_stream(out, &rec);
-        if (rec.kind == PB_TR_FUTURE) out->n_fut[s] += 1u;
-        if (rec.kind != PB_TR_PREFILL) continue;
-        const uint32_t k = out->n_pre[s]++;
-        if (k + 1u > out->prompts) out->prompts = k + 1u;
-        for (uint32_t j = 0; got == 1 && j < rec.rows; ++j) {
-            const pb_status st = pb_profile_add_row(
-                out->head_prof, rec.layer * H + rec.head,
-                v + (size_t)j * rec.length, (size_t)rec.query + j + 1u);
-            if (st != PB_OK && st != PB_ERR_WEIGHT) got = -1;
-        }
-        double h = 0.0, var = 0.0, p = 0.0;
-        if (got == 1 && rec.rows < rec.length &&
-            pb_cake_layer_preference(v, 1u, (size_t)rec.rows * rec.length,
-                                     rec.rows, rec.length, tau1, tau2, &h,
-                                     &var, &p) != PB_OK)
-            got = -1;
-        if (got == 1 && grow(&hv, &cap, k, streams) != 0) {
-            snprintf(err, err_len, "out of memory");
-            got = -1;
-            break;
-        }
-        if (got != 1) {
-            snprintf(err, err_len, "record %llu at byte %llu: its rows give "
-                     "no profile or CAKE preference",
-                     (unsigned long long)rec.index,
-                     (unsigned long long)rec.offset);
-            break;
-        }
-        hv[((size_t)k * streams + s) * 2u] = h;
-        hv[((size_t)k * streams + s) * 2u + 1u] = var;
-    }
-    pb_tr_reader_close(r);
+    else
+        got = pb_cli_calibrate_visit(path, prep_record, &pp, err, err_len);
+    double *hv = pp.hv;
     /* P of (layer, prompt) from the sums over the layer's streams in
      * stream order, then the mean over the layer's prompts. */
     for (uint32_t l = 0; got == 0 && l < L; ++l) {

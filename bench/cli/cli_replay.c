@@ -131,13 +131,10 @@ static int parse(int argc, char **argv, rp_opts *o) {
     int sched_ratio = 0;
     pb_cli_walk w;
     pb_cli_walk_init(&w, "replay", argc, argv);
-    for (;;) {
-        const char *v = NULL;
-        const int rc = pb_cli_trace_walk(&w, &o->t, help, &v);
-        if (rc != PB_CLI_WALK_FLAG) {
-            if (rc != 0) return rc;
-            break;
-        }
+    const char *v = NULL;
+    int wrc;
+    while ((wrc = pb_cli_trace_walk(&w, &o->t, help, &v)) ==
+           PB_CLI_WALK_FLAG) {
         const char *f = w.flag;
         int prc = 0;
         if (strcmp(f, "--policy") == 0 || strcmp(f, "--scorer") == 0) {
@@ -176,6 +173,7 @@ static int parse(int argc, char **argv, rp_opts *o) {
         }
         if (prc != 0) return PB_CLI_USAGE;
     }
+    if (wrc != 0) return wrc;
     const uint32_t k = o->sched.kind;
     const int takes_ratio = k == PB_SCHEDULE_ARITHMETIC ||
                             k == PB_SCHEDULE_CURVE ||

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_calibrate.h"
 #include "cli_commands.h"
 #include "cli_input.h"
 #include "vector_runner.h"
+#include "vector_runner_internal.h"
 
 /* The largest vector file read. */
 #define VECTORS_MAX_BYTES ((size_t)64u << 20)
@@ -97,6 +99,7 @@ static int run_file(const char *path, const pb_vector_options *options,
 
 int pb_cli_vectors(int argc, char **argv) {
     pb_vector_options options = {stdout, 0, 0};
+    pb__vr_calibrate_hook = pb_cli_calibrate_vector_case;
     int dashdash = 0, files = 0;
     /* First pass: flags may come anywhere before "--"; check them all before
      * running anything. */

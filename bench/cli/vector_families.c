@@ -27,4 +27,16 @@ const pb__vr_family pb__vr_families[] = {
      &pb__vr_policy_sliding_window},
     {"kv-cache/pyramid-budget", pb__vr_run_budget_case, NULL},
     {"kv-cache/schedule", pb__vr_run_schedule_case, NULL},
+    {"kv-cache/calibrate", pb__vr_run_calibrate_case, NULL},
     {NULL, NULL, NULL}};
+
+int (*pb__vr_calibrate_hook)(case_state *c, const cJSON *cs) = NULL;
+
+int pb__vr_run_calibrate_case(case_state *c, const pb__vr_policy *unused,
+                              const cJSON *cs) {
+    (void)unused;
+    if (pb__vr_calibrate_hook == NULL)
+        return pb__vr_fail(c, "calibrate cases run in the pyramidkv "
+                              "program (pyramidkv vectors)");
+    return pb__vr_calibrate_hook(c, cs);
+}

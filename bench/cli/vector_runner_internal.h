@@ -165,6 +165,14 @@ int pb__vr_run_budget_case(case_state *c, const pb__vr_policy *unused,
 int pb__vr_run_schedule_case(case_state *c, const pb__vr_policy *unused,
                              const cJSON *cs);
 
+/* The calibrate cases ("kv-cache/calibrate"): run by the pyramidkv
+ * program's calibrate (cli_calibrate_vectors.c), which sets the hook
+ * before running documents; without it (the runner library alone, a
+ * fuzzer) every such case fails saying so. */
+extern int (*pb__vr_calibrate_hook)(case_state *c, const cJSON *cs);
+int pb__vr_run_calibrate_case(case_state *c, const pb__vr_policy *unused,
+                              const cJSON *cs);
+
 /* ------------------------------------------------------------------------ */
 /* Per-layer policy cases (vector_policy_case.c).                           */
 

@@ -5,7 +5,8 @@
  * 1/4, 1/2, 3/4, 1 in turn) followed by their answer, each run through the
  * full cache. Per (layer, KV head), the group's query heads reduced to
  * their mean (query head 0xFFFFFFFF) as the bench model's SnapKV
- * integration reduces them: one prefill record, the last --obs rows of the
+ * integration reduces them (--query-heads each: every query head a
+ * stream of its own): one prefill record, the last --obs rows of the
  * part that is compressed, and one future record, the rows of every token
  * after it. --protocol aware compresses the whole prompt (the question in
  * the window; the future is the answer), agnostic the context only (the
@@ -14,6 +15,7 @@
  *
  *   model_trace --out FILE [--prompts N] [--protocol aware|agnostic]
  *               [--ctx N] [--obs N] [--seed S] [--model FILE] [--text FILE]
+ *               [--query-heads reduced|each]
  *
  * The prompts are drawn with their own seed (default 7) and stream, never
  * model_eval's (eval_prompts.c seeds its own). Exit 0, 1 on a failure, 2
@@ -36,13 +38,14 @@ static int usage(void)
     fprintf(stderr,
             "usage: model_trace --out FILE [--prompts N] [--protocol P]\n"
             "                   [--ctx N] [--obs N] [--seed S] [--model FILE]\n"
-            "                   [--text FILE]\n"
+            "                   [--text FILE] [--query-heads reduced|each]\n"
             "Records the attention of the bench model on pass-key prompts as\n"
             "a trace file: the observation window of the compressed part and\n"
             "the rows of every later token (defaults: 20 prompts, protocol\n"
             "aware - the question compressed with the context; agnostic -\n"
             "the context compressed before the question - ctx 512, obs 16,\n"
-            "seed 7).\n");
+            "seed 7; --query-heads reduced writes each group's mean, each\n"
+            "every query head as a stream of its own).\n");
     return 2;
 }
 
@@ -51,7 +54,7 @@ int main(int argc, char **argv)
     const char *out = NULL, *model = PKM_DATA_DIR "/model.pkvm";
     const char *text_path = PKM_DATA_DIR "/heldout.txt";
     unsigned long prompts = 20, ctx = 512, obs = 16, seed = 7;
-    int agnostic = 0;
+    int agnostic = 0, each = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc) return usage();
@@ -65,6 +68,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--protocol") && !strcmp(v, "aware")) agnostic = 0;
         else if (!strcmp(a, "--protocol") && !strcmp(v, "agnostic"))
             agnostic = 1;
+        else if (!strcmp(a, "--query-heads") && !strcmp(v, "reduced"))
+            each = 0;
+        else if (!strcmp(a, "--query-heads") && !strcmp(v, "each"))
+            each = 1;
         else if (!strcmp(a, "--prompts") && num && n >= 1 && n <= 100000)
             prompts = n;
         else if (!strcmp(a, "--ctx") && num) ctx = n;
@@ -92,7 +99,7 @@ int main(int argc, char **argv)
     const uint32_t len = (uint32_t)ctx - 1u - PKM_KEY_DIGITS, W = (uint32_t)obs;
     const uint32_t T = len + PKM_KEY_DIGITS;
     const uint32_t P = agnostic ? len - PKM_QUESTION_LEN : len, F = T - P;
-    const uint32_t g = mc->n_heads / mc->n_kv_heads;
+    const uint32_t g = mc->n_heads / mc->n_kv_heads, n_q = each ? g : 1u;
     const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
     const size_t block = (size_t)(W + F) * T;
@@ -133,12 +140,15 @@ int main(int argc, char **argv)
             goto done;
         }
         for (uint32_t l = 0; l < mc->n_layers; l++)
-            for (uint32_t kv = 0; kv < mc->n_kv_heads; kv++) {
+            for (uint32_t kq = 0; kq < mc->n_kv_heads * n_q; kq++) {
+                const uint32_t kv = kq / n_q, q = kq % n_q;
                 const float *grp =
                     rows + ((size_t)l * mc->n_heads + (size_t)kv * g) * block;
-                if (pb_kvcache_head_reduce(grp, g, block, block,
-                                           PB_HEAD_REDUCE_MEAN,
-                                           red) != PB_OK)
+                if (each)
+                    memcpy(red, grp + (size_t)q * block, block * sizeof *red);
+                else if (pb_kvcache_head_reduce(grp, g, block, block,
+                                                PB_HEAD_REDUCE_MEAN,
+                                                red) != PB_OK)
                     goto done;
                 /* The window rows over the P compressed keys, then the
                  * future rows over all T. */
@@ -151,7 +161,7 @@ int main(int argc, char **argv)
                 rec.dtype = PB_TR_F32;
                 rec.layer = l;
                 rec.head = kv;
-                rec.qhead = 0xFFFFFFFFu;
+                rec.qhead = each ? q : 0xFFFFFFFFu;
                 rec.query = P - W;
                 rec.rows = W;
                 rec.length = P;

@@ -175,3 +175,58 @@ def test_writer_refuses_bad_records(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "records: 0 prefill, 1 decode" in run.stdout
+
+
+@pytest.mark.parametrize("reduce", ["mean", None])
+def test_future_records_round_trip(tmp_path, reduce):
+    """One call over a prompt of P positions and F later tokens with
+    prompt_len=P: a prefill record of the first P rows' window over keys
+    0 .. P - 1, then a future record (kind 3) of rows P .. P + F - 1 over
+    all keys; the file says version 2 and calibrate ranks by the peak."""
+    rng = np.random.default_rng(11)
+    n_layers, kv, group, p, f, window = 2, 2, 2, 36, 5, 8
+    full = [hf_prompt(rng, kv * group, p + f) for _ in range(n_layers)]
+    path = tmp_path / "future.trace"
+    with pt.TraceWriter(path, n_layers, kv, group) as w:
+        count = pt.write_hf_attentions(w, full, kv, window=window,
+                                       reduce=reduce, prompt_len=p)
+    assert path.read_bytes()[8] == 2  # the version field
+    _, records = dump(path)
+    per_head = 1 if reduce == "mean" else group
+    assert len(records) == count == n_layers * kv * per_head * 2
+    i = 0
+    for l in range(n_layers):
+        a = full[l][0].astype(np.float64)
+        for h in range(kv):
+            members = a[h * group:(h + 1) * group]
+            items = ([members.mean(axis=0)] if reduce == "mean"
+                     else list(members))
+            pre, fut = [], []
+            for rows in items:
+                pre.append(rows[p - window:p, :p].astype(np.float32))
+                fut.append(rows[p:, :].astype(np.float32))
+            for kind, want, q in (("prefill", pre, p - window),
+                                  ("future", fut, p)):
+                for rows in want:
+                    rec = records[i]
+                    i += 1
+                    assert (rec["kind"], rec["layer"], rec["head"]) == \
+                        (kind, l, h)
+                    assert rec["query"] == q
+                    assert np.array_equal(rec["values"].view(np.uint32),
+                                          rows.view(np.uint32))
+    run = subprocess.run([BIN, "calibrate", str(path), "--budget", "16",
+                          "--recent", "4", "--json"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert '"peakLoss"' in run.stdout
+
+
+def test_prompt_len_must_leave_later_tokens(tmp_path):
+    with pt.TraceWriter(tmp_path / "y.trace", 1, 1, 1) as w:
+        rows = np.tril(np.ones((6, 6))) / np.arange(1, 7)[:, np.newaxis]
+        with pytest.raises(pt.TraceError):  # no token after the prompt
+            pt.write_hf_attentions(w, [rows[np.newaxis, np.newaxis]], 1,
+                                   prompt_len=6)
+        w.add_prefill(0, 0, np.full((2, 4), 0.25))
+    assert (tmp_path / "y.trace").read_bytes()[8] == 1

@@ -24,21 +24,34 @@ static const unsigned char TAG_END[4] = {'E', 'N', 'D', '1'};
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 
+static uint32_t get32(const unsigned char *p);
+
+/* CRC-32 (zlib's), eight bytes a step: table k is the CRC of a byte
+ * followed by k zero bytes (slicing-by-8). */
 uint32_t pb_tr_crc32(uint32_t crc, const void *data, size_t n) {
-    static uint32_t table[256];
+    static uint32_t t[8][256];
     static int ready = 0;
     if (!ready) {
         for (uint32_t i = 0; i < 256u; ++i) {
             uint32_t c = i;
             for (int k = 0; k < 8; ++k)
                 c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
+            t[0][i] = c;
         }
+        for (uint32_t i = 0; i < 256u; ++i)
+            for (int k = 1; k < 8; ++k)
+                t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFFu];
         ready = 1;
     }
     const unsigned char *p = (const unsigned char *)data;
     crc = ~crc;
-    for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
+    for (; n >= 8u; n -= 8u, p += 8u) {
+        const uint32_t a = crc ^ get32(p), b = get32(p + 4u);
+        crc = t[7][a & 0xFFu] ^ t[6][(a >> 8) & 0xFFu] ^
+              t[5][(a >> 16) & 0xFFu] ^ t[4][a >> 24] ^ t[3][b & 0xFFu] ^
+              t[2][(b >> 8) & 0xFFu] ^ t[1][(b >> 16) & 0xFFu] ^ t[0][b >> 24];
+    }
+    for (; n > 0u; --n, ++p) crc = t[0][(crc ^ *p) & 0xFFu] ^ (crc >> 8);
     return ~crc;
 }
 
@@ -48,7 +61,7 @@ float pb_tr_f16_to_f32(uint16_t h) {
     const uint32_t man = h & 0x3FFu;
     float f;
     if (exp == 0u) {
-        f = ldexpf((float)man, -24); /* zero or subnormal: exact */
+        f = (float)man * 0x1p-24f; /* zero or subnormal: exact */
         return sign ? -f : f;
     }
     uint32_t bits;

@@ -487,6 +487,14 @@ static void calibrate_future_records(void **state) {
     expect_one_line("calibrate tc_future.trace --tau1 0", "--tau1 takes");
     expect_one_line("calibrate tc_future.trace --progress maybe",
                     "--progress takes on or off");
+    /* --cake-pref: one number >= 0 per layer (here 1), or exit 2. */
+    expect_one_line("calibrate tc_future.trace --budget 8 --cake-pref 1,2",
+                    "--cake-pref: '1,2' is not 1 numbers >= 0");
+    expect_one_line("calibrate tc_future.trace --budget 8 --cake-pref -1",
+                    "--cake-pref: '-1' is not 1 numbers");
+    run("calibrate tc_future.trace --budget 8 --cake-pref 0.5 --json", &r);
+    if (r.status != 0) fail_msg("status %d: %s", r.status, r.err);
+    assert_non_null(strstr(r.out, "\"schedule\":\t\"cake\""));
     run("trace tc_future.trace", &r);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "version 2"));

@@ -16,6 +16,16 @@ and pass the per-layer attention arrays, shaped [batch, heads, q, k], to
         pt.write_hf_attentions(w, out.attentions, num_kv_heads=8, window=32)
     # then:  pyramidkv calibrate model.trace --budget 512
 
+For calibrate's future measures (docs/calibrate.md), run the prompt and
+the tokens after it (the answer, or the question and the answer) in one
+call and pass ``prompt_len``: each layer and KV head gets the prompt's
+window rows as a prefill record and the later tokens' rows as a future
+record (kind 3); the file is then version 2.
+
+    out = model(torch.cat([prompt_ids, answer_ids], 1), output_attentions=True)
+    pt.write_hf_attentions(w, out.attentions, num_kv_heads=8, window=32,
+                           prompt_len=prompt_ids.shape[1])
+
 The file is then read by ``pyramidkv trace``, ``calibrate`` and ``replay``.
 """
 
@@ -26,9 +36,11 @@ import numpy as np
 
 MAGIC = b"\x89PBTR\r\n\x1a"
 VERSION = 1
+VERSION_FUTURE = 2
 HEADER_SIZE = 40
 PREFILL = 1
 DECODE = 2
+FUTURE = 3
 F32 = 1
 F16 = 2
 GROUP_REDUCED = 0xFFFFFFFF
@@ -51,7 +63,9 @@ def _dtype_code(dtype):
 
 class TraceWriter:
     """Writes one trace file: the header at open, records, the end record
-    at close (a file without it is reported as truncated)."""
+    at close (a file without it is reported as truncated). The header
+    says version 1 unless a future record was written: then close
+    rewrites it as version 2."""
 
     def __init__(self, path, num_layers, num_kv_heads, group_size=1):
         for name, value, hi in (("num_layers", num_layers, 65536),
@@ -63,8 +77,12 @@ class TraceWriter:
         self.num_kv_heads = int(num_kv_heads)
         self.group_size = int(group_size)
         self.records = 0
+        self.future = 0
         self._file = open(path, "wb")
-        head = MAGIC + struct.pack("<IIIIIII", VERSION, HEADER_SIZE,
+        self._header(VERSION)
+
+    def _header(self, version):
+        head = MAGIC + struct.pack("<IIIIIII", version, HEADER_SIZE,
                                    self.num_layers, self.num_kv_heads,
                                    self.group_size, 0, 0)
         self._file.write(head + struct.pack("<I", zlib.crc32(head)))
@@ -79,8 +97,8 @@ class TraceWriter:
             self._file.close()
 
     def add(self, kind, layer, head, qhead, query, values, dtype="f32"):
-        """Appends one record. values is [rows, length] (prefill) or
-        [length] (decode); entries must be finite and non-negative."""
+        """Appends one record. values is [rows, length] (prefill, future)
+        or [length] (decode); entries must be finite and non-negative."""
         code = _dtype_code(dtype)
         v = np.asarray(values, dtype=np.float32)
         if v.ndim == 1:
@@ -99,9 +117,10 @@ class TraceWriter:
         if kind == DECODE:
             if rows != 1 or query + 1 != length:
                 raise TraceError("a decode row has length query + 1")
-        elif kind == PREFILL:
+        elif kind in (PREFILL, FUTURE):
             if not 1 <= rows <= MAX_ROWS or query + rows != length:
-                raise TraceError("prefill rows must be the last rows of the prompt")
+                raise TraceError("prefill and future rows must be the last "
+                                 "rows of their length")
             if rows * length > MAX_VALUES:
                 raise TraceError("record too large (%d values)" % (rows * length))
         else:
@@ -121,6 +140,7 @@ class TraceWriter:
         self._file.write(payload)
         self._file.write(struct.pack("<I", zlib.crc32(payload)))
         self.records += 1
+        self.future += kind == FUTURE
 
     def add_prefill(self, layer, head, rows, qhead=GROUP_REDUCED, dtype="f32"):
         """The last R rows of a prompt of n positions, rows shaped [R, n]:
@@ -130,6 +150,18 @@ class TraceWriter:
         for j in range(r):
             v[j, n - r + j + 1:] = 0.0
         self.add(PREFILL, layer, head, qhead, n - r, v, dtype)
+
+    def add_future(self, layer, head, rows, qhead=GROUP_REDUCED, dtype="f32"):
+        """The rows, under the full cache, of the F tokens after a prompt of
+        n - F positions, shaped [F, n]: row j is the query at n - F + j
+        over keys 0 .. n - 1 (its causal part is zeroed). The k-th future
+        record of a (layer, KV head, query head) belongs to its k-th
+        prefill record, whose length must be n - F."""
+        v = np.array(rows, dtype=np.float32)
+        r, n = v.shape
+        for j in range(r):
+            v[j, n - r + j + 1:] = 0.0
+        self.add(FUTURE, layer, head, qhead, n - r, v, dtype)
 
     def add_decode(self, layer, head, row, qhead=GROUP_REDUCED, dtype="f32"):
         """The row of the query at position len(row) - 1 over keys 0 .. it."""
@@ -141,12 +173,15 @@ class TraceWriter:
             return
         end = b"END1" + struct.pack("<IQ", 0, self.records) + bytes(16)
         self._file.write(end + struct.pack("<I", zlib.crc32(end)))
+        if self.future:
+            self._file.seek(0)
+            self._header(VERSION_FUTURE)
         self._file.close()
 
 
 def write_hf_attentions(writer, attentions, num_kv_heads, window=32,
                         batch=0, reduce="mean", dtype="f32", layers=None,
-                        heads=None):
+                        heads=None, prompt_len=None):
     """Writes the attention a Hugging Face model returned.
 
     attentions: one array per layer, shaped [batch, heads, q, k]
@@ -154,6 +189,10 @@ def write_hf_attentions(writer, attentions, num_kv_heads, window=32,
     call (q == k, the whole prompt) writes the last ``window`` rows of each
     layer and KV head as a prefill record; a decode step (q == 1, k =
     past + 1) writes the row as a decode record at position k - 1.
+    With ``prompt_len`` P < q (a call over a prompt of P positions and the
+    q - P tokens after it), a prefill call writes the last ``window`` of
+    the first P rows over keys 0 .. P - 1 as the prefill record, then rows
+    P .. q - 1 over all q keys as its future record.
 
     The query heads are grouped as Hugging Face's repeat_kv does: query
     head h uses KV head h // group, group = heads // num_kv_heads.
@@ -179,7 +218,15 @@ def write_hf_attentions(writer, attentions, num_kv_heads, window=32,
         if reduce is None and group != writer.group_size:
             raise TraceError("the writer's group size is %d, the model's %d" %
                              (writer.group_size, group))
-        if q == k:
+        fut = None
+        if q == k and prompt_len is not None:
+            if not 1 <= prompt_len < q:
+                raise TraceError("layer %d: prompt_len %r is not in 1 .. %d"
+                                 % (l, prompt_len, q - 1))
+            w = min(window, prompt_len)
+            block = a[:, prompt_len - w:prompt_len, :prompt_len]
+            fut = a[:, prompt_len:, :]
+        elif q == k:
             w = min(window, q)
             block = a[:, q - w:, :]
         elif q == 1:
@@ -190,13 +237,9 @@ def write_hf_attentions(writer, attentions, num_kv_heads, window=32,
         for kv in range(num_kv_heads):
             if heads is not None and kv not in heads:
                 continue
-            members = block[kv * group:(kv + 1) * group]
-            if reduce == "mean":
-                items = [(GROUP_REDUCED, members.mean(axis=0))]
-            elif reduce is None:
-                items = list(enumerate(members))
-            else:
-                raise TraceError("reduce must be 'mean' or None")
+            items = _reduced(block[kv * group:(kv + 1) * group], reduce)
+            futs = (_reduced(fut[kv * group:(kv + 1) * group], reduce)
+                    if fut is not None else [])
             for qh, rows in items:
                 rows = np.maximum(rows, 0.0).astype(np.float32)
                 if q == k:
@@ -204,4 +247,18 @@ def write_hf_attentions(writer, attentions, num_kv_heads, window=32,
                 else:
                     writer.add_decode(l, kv, rows[0], qhead=qh, dtype=dtype)
                 written += 1
+            for qh, rows in futs:
+                writer.add_future(l, kv, np.maximum(rows, 0.0), qhead=qh,
+                                  dtype=dtype)
+                written += 1
     return written
+
+
+def _reduced(members, reduce):
+    """A KV head's query heads as (query head, rows) items: their mean as
+    one (the group reduced) or each as it is."""
+    if reduce == "mean":
+        return [(GROUP_REDUCED, members.mean(axis=0))]
+    if reduce is None:
+        return list(enumerate(members))
+    raise TraceError("reduce must be 'mean' or None")
