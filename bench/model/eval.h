@@ -26,7 +26,7 @@ typedef struct eval_opts {
     uint32_t budgets[8], n_budgets; /* denominators: budget = ctx / den */
     int protocol[EVAL_N_PROTOCOLS];
     uint64_t seed;
-    int quick, detail;
+    int quick, detail, show_answers;
 } eval_opts;
 
 typedef struct eval_result {
@@ -57,6 +57,7 @@ typedef struct eval_work {
     uint32_t n_rows_max; /* prompt rows captured: every one if a row replays
                             the prompt, else the observation window */
     uint32_t stride;
+    int show_answers; /* print the full cache's decoded answers */
 } eval_work;
 
 /* The command line into o (defaults set first): returns 0, 1 after

@@ -55,6 +55,8 @@ static void usage(FILE *f)
 "  --model FILE --text FILE       weights and held-out text (committed ones)\n"
 "  --detail         accuracy by needle depth and, per layer, the share of KV\n"
 "                   heads that held the answer's bytes when it began\n"
+"  --show-answers   print each answer the full cache decodes beside the\n"
+"                   expected one\n"
 "  --tsv FILE       rows tab-separated (bench/model/plot_quality.sh)\n"
 "  --full           every method, budgets 32,16,8,4, 300 prompts, 8 NLL\n"
 "                   samples, both protocols (about an hour in a Release build)\n"
@@ -106,6 +108,7 @@ int eval_parse(int argc, char **argv, eval_opts *o, int *list)
         if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
         if (!strcmp(a, "--full")) { o->quick = 2; continue; }
         if (!strcmp(a, "--detail")) { o->detail = 1; continue; }
+        if (!strcmp(a, "--show-answers")) { o->show_answers = 1; continue; }
         if (!strcmp(a, "--list-methods")) { *list = 1; continue; }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strncmp(a, "--", 2) != 0) {

@@ -7,6 +7,7 @@
 #include "eval.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,18 @@ static int holds(const pkm_slot *s, uint32_t b, uint32_t n)
     for (uint32_t i = 0; i < s->n; i++)
         found += s->pos[i] >= b && s->pos[i] < b + n;
     return found == n;
+}
+
+/* Prints n bytes with \n \t \\ and other control bytes escaped. */
+static void put_escaped(const unsigned char *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (b[i] == '\n') fputs("\\n", stdout);
+        else if (b[i] == '\t') fputs("\\t", stdout);
+        else if (b[i] == '\\') fputs("\\\\", stdout);
+        else if (b[i] < 32 || b[i] == 127) printf("\\x%02x", b[i]);
+        else putchar(b[i]);
+    }
 }
 
 /* Feeds token tok at position pos to row k's cache as a decode step:
@@ -91,15 +104,26 @@ int eval_prompt_run(eval_work *w, eval_row *rows, size_t n_rows,
             }
             if (q == 0 && p->key_pos != UINT32_MAX) count_held(mc, k, p, r);
             uint32_t tok = argmax(lg, mc->vocab);
+            unsigned char got[EVAL_MAX_ANSWER];
+            got[0] = (unsigned char)tok;
             int ok = tok == p->answer[q][0];
             for (uint32_t j = 1; j < p->ans_len[q]; j++, pos++) {
                 if (feed(w, k, tok, pos) != 0) return -1;
                 tok = argmax(w->logits, mc->vocab);
+                got[j] = (unsigned char)tok;
                 ok = ok && tok == p->answer[q][j];
             }
             /* the answer as decoded stays in the cache for the next one */
             if (q + 1 < p->n_q && feed(w, k, tok, pos++) != 0) return -1;
             right += (uint32_t)ok;
+            if (w->show_answers && !k->method) {
+                printf("%s prompt %u question %u: expected \"",
+                       protocol == EVAL_AWARE ? "aware" : "agnostic", i, q);
+                put_escaped(p->answer[q], p->ans_len[q]);
+                printf("\", full cache decoded \"");
+                put_escaped(got, p->ans_len[q]);
+                printf("\"\n");
+            }
         }
         r->ok[i] = (uint8_t)right;
         r->n_ok += right;

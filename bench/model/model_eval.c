@@ -158,7 +158,8 @@ int main(int argc, char **argv)
     /* rows: the full cache, then every (budget, method) */
     const size_t n_rows = 1 + (size_t)o.n_budgets * n_sel;
     eval_row *rows = calloc(n_rows, sizeof *rows);
-    eval_work w = {&m, NULL, NULL, NULL, NULL, NULL, NULL, o.obs, m.rope_len};
+    eval_work w = {&m, NULL, NULL, NULL, NULL, NULL, NULL, o.obs, m.rope_len,
+                   o.show_answers};
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
     const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
     if (!rows) return 1;
