@@ -105,6 +105,7 @@ int main(int argc, char **argv)
                                         o.needles, o.seed, &rng, err,
                                         sizeof err) != 0) {
         fprintf(stderr, "model_eval: %s\n", err);
+        free(text);
         return 1;
     }
     int multi_q = 0; /* several questions of one compressed cache */
@@ -112,6 +113,8 @@ int main(int argc, char **argv)
     if (multi_q && !o.protocol[EVAL_AGNOSTIC]) {
         fprintf(stderr, "model_eval: --protocol aware does not apply to "
                 "several questions of one compressed cache\n");
+        eval_prompts_free(&ps);
+        free(text);
         return 2;
     }
     o.protocol[EVAL_AWARE] &= !multi_q;
