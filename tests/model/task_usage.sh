@@ -1,5 +1,6 @@
 #!/bin/sh
-# model_eval's --task flag and its usage errors: each bad invocation exits 2
+# model_eval's --task flag, its usage errors and those of prompt files with
+# several questions: each bad invocation exits 2
 # with exactly one line on stderr and nothing on stdout; --help lists every
 # task of eval_tasks.c.
 # usage: task_usage.sh MODEL_EVAL EXAMPLE_PROMPTS
@@ -31,6 +32,15 @@ want="task multiq needs --ctx of at least"
 usage_error --task multiq --ctx 128
 want="--protocol aware does not apply"
 usage_error --task multiq --protocol aware --needles 1
+
+# prompt files: a question without its answer, five questions
+bad=$(mktemp) || fail "mktemp"
+want="want tab-separated fields context, question, answer"
+printf 'context\tq\ta\tq2\n' >"$bad"
+usage_error --prompts "$bad"
+printf 'c\tq\ta\tq\ta\tq\ta\tq\ta\tq\ta\n' >"$bad"
+usage_error --prompts "$bad"
+rm -f "$bad"
 
 help=$("$ev" --help) || fail "--help failed"
 for t in needle multikey multivalue vartrack multiq; do
