@@ -1,8 +1,8 @@
 /*
  * eval.h - what the parts of model_eval share: the options, one row of the
  * table (a method at a budget, or the full cache) with its results under
- * each protocol, and the run and report functions (eval_run.c,
- * eval_report.c). model_eval.c parses the command line and drives them.
+ * each protocol, and the command line, run and report functions
+ * (eval_cli.c, eval_run.c, eval_report.c). model_eval.c drives them.
  */
 #ifndef EVAL_H
 #define EVAL_H
@@ -19,18 +19,19 @@
 enum { EVAL_AWARE, EVAL_AGNOSTIC, EVAL_N_PROTOCOLS };
 
 typedef struct eval_opts {
-    const char *model, *text, *tsv, *prompts, *methods;
+    const char *model, *text, *tsv, *prompts, *methods, *write_prompts;
+    int task;             /* an EVAL_TASK_* (eval_tasks.h) */
     uint32_t ctx, needles, nll_samples, nll_prompt, nll_decode;
     uint32_t obs, pool, cadence;
     uint32_t budgets[8], n_budgets; /* denominators: budget = ctx / den */
     int protocol[EVAL_N_PROTOCOLS];
     uint64_t seed;
-    int quick, detail;
+    int quick, detail, show_answers;
 } eval_opts;
 
 typedef struct eval_result {
-    uint8_t *ok;          /* [prompt] 1 if the answer was exact */
-    uint32_t n_ok;
+    uint8_t *ok;          /* [prompt] its questions answered exactly */
+    uint32_t n_ok;        /* questions answered exactly, all prompts */
     uint64_t *held;       /* [layer] (prompt, KV head) pairs that still held
                              every byte of the answer's occurrence in the
                              context when the answer began */
@@ -56,7 +57,20 @@ typedef struct eval_work {
     uint32_t n_rows_max; /* prompt rows captured: every one if a row replays
                             the prompt, else the observation window */
     uint32_t stride;
+    int show_answers; /* print the full cache's decoded answers */
 } eval_work;
+
+/* The command line into o (defaults set first): returns 0, 1 after
+ * printing --help, or -1 after a one-line usage error on stderr. *list is
+ * set by --list-methods. */
+int eval_parse(int argc, char **argv, eval_opts *o, int *list);
+
+/* Fills what the command line left unset from --quick, --full or the
+ * quick comparison's defaults. */
+void eval_presets(eval_opts *o);
+
+/* The method rows of a --methods list: 0, or -1 after a message. */
+int eval_select_methods(const char *list, const pkm_method **out, size_t *n);
 
 /* Scores one prompt under one protocol for every supported row; prompt
  * index i selects the result slot. Returns 0 or -1. */

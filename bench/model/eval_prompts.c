@@ -1,6 +1,6 @@
 /*
  * eval_prompts.c - the built-in pass-key prompts and the prompt-file reader
- * of model_eval (see eval_prompts.h).
+ * and writer of model_eval (see eval_prompts.h).
  */
 #include "eval_prompts.h"
 
@@ -20,13 +20,21 @@ void eval_prompts_free(eval_prompt_set *s)
     s->n = 0;
 }
 
-/* The answer's first occurrence in the context, or UINT32_MAX. */
-static uint32_t find_key(const eval_prompt *p)
+uint32_t eval_prompt_total(const eval_prompt *p)
 {
-    if (p->ans_len > p->ctx_len) return UINT32_MAX;
-    for (uint32_t i = 0; i + p->ans_len <= p->ctx_len; i++)
-        if (!memcmp(p->text + i, p->answer, p->ans_len)) return i;
-    return UINT32_MAX;
+    uint32_t n = p->q_end[p->n_q - 1];
+    for (uint32_t j = 0; j < p->n_q; j++) n += p->ans_len[j];
+    return n;
+}
+
+void eval_prompt_find_key(eval_prompt *p)
+{
+    p->key_pos = UINT32_MAX;
+    for (uint32_t i = 0; i + p->ans_len[0] <= p->ctx_len; i++)
+        if (!memcmp(p->text + i, p->answer[0], p->ans_len[0])) {
+            p->key_pos = i;
+            return;
+        }
 }
 
 int eval_needles(eval_prompt_set *s, const unsigned char *text,
@@ -58,12 +66,13 @@ int eval_needles(eval_prompt_set *s, const unsigned char *text,
             eval_prompts_free(s);
             return -1;
         }
-        p->len = len;
+        p->len = p->q_end[0] = len;
         p->ctx_len = len - PKM_QUESTION_LEN;
-        p->ans_len = 5;
-        memcpy(p->answer, key, 5);
+        p->n_q = 1;
+        p->ans_len[0] = PKM_KEY_DIGITS;
+        memcpy(p->answer[0], key, PKM_KEY_DIGITS);
         p->depth = (int)(i % EVAL_N_DEPTHS);
-        p->key_pos = find_key(p);
+        eval_prompt_find_key(p);
         *rng_out = rng;
     }
     return 0;
@@ -118,35 +127,59 @@ int eval_prompts_read(eval_prompt_set *s, const char *path,
             c = eol + 1;
             continue;
         }
-        char *t1 = memchr(c, '\t', (size_t)(e - c));
-        char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)(e - t1 - 1)) : NULL;
-        if (!t1 || !t2 || memchr(t2 + 1, '\t', (size_t)(e - t2 - 1))) {
-            snprintf(err, errlen, "%s:%u: want 3 tab-separated fields "
-                     "(context, question, answer)", path, line);
+        /* field f is [fb[f], fb[f + 1] - 1); a tenth field is too many */
+        const char *fb[2 * EVAL_MAX_Q + 2];
+        uint32_t nf = 0;
+        for (const char *t = c; nf <= 2 * EVAL_MAX_Q + 1;) {
+            fb[nf++] = t;
+            const char *tb = memchr(t, '\t', (size_t)(e - t));
+            if (!tb) break;
+            t = tb + 1;
+        }
+        if (nf < 3 || nf % 2 == 0 || nf > 2 * EVAL_MAX_Q + 1) {
+            snprintf(err, errlen, "%s:%u: want tab-separated fields context, "
+                     "question, answer (then up to %d more question, answer "
+                     "pairs)", path, line, EVAL_MAX_Q - 1);
             goto out;
         }
+        fb[nf] = e + 1;
         eval_prompt *p = &s->p[s->n];
-        const long cl = unescape(c, t1, tmp, max_total);
-        const long ql = cl < 0 ? -1 : unescape(t1 + 1, t2, tmp + cl,
-                                               max_total - (size_t)cl);
-        const long al = unescape(t2 + 1, e, p->answer, EVAL_MAX_ANSWER);
-        if (cl < 1 || ql < 1 || al < 1 || (uint64_t)(cl + ql + al) > max_total) {
+        p->n_q = (nf - 1) / 2;
+        long used = 0, total = 0;
+        int bad_field = 0;
+        for (uint32_t f = 0; f < nf && !bad_field; f++) {
+            const char *fb0 = fb[f], *fe = fb[f + 1] - 1;
+            const int is_answer = f > 0 && f % 2 == 0;
+            const long n = is_answer
+                ? unescape(fb0, fe, p->answer[f / 2 - 1], EVAL_MAX_ANSWER)
+                : unescape(fb0, fe, tmp + used, max_total - (size_t)used);
+            bad_field = n < 1 || total + n > (long)max_total;
+            total += n;
+            if (bad_field) break;
+            if (is_answer) {
+                p->ans_len[f / 2 - 1] = (uint32_t)n;
+            } else {
+                used += n;
+                if (f == 0) p->ctx_len = (uint32_t)n;
+                else p->q_end[f / 2] = (uint32_t)used;
+            }
+        }
+        if (bad_field) {
             snprintf(err, errlen, "%s:%u: a field is empty, has a bad escape, "
-                     "or context + question + answer exceeds %u bytes (answer "
-                     "at most %d)", path, line, max_total, EVAL_MAX_ANSWER);
+                     "or context, questions and answers exceed %u bytes "
+                     "(an answer at most %d)", path, line, max_total,
+                     EVAL_MAX_ANSWER);
             goto out;
         }
-        p->text = malloc((size_t)(cl + ql));
+        p->text = malloc((size_t)used);
         if (!p->text) {
             snprintf(err, errlen, "out of memory");
             goto out;
         }
-        memcpy(p->text, tmp, (size_t)(cl + ql));
-        p->ctx_len = (uint32_t)cl;
-        p->len = (uint32_t)(cl + ql);
-        p->ans_len = (uint32_t)al;
+        memcpy(p->text, tmp, (size_t)used);
+        p->len = p->q_end[0];
         p->depth = -1;
-        p->key_pos = find_key(p);
+        eval_prompt_find_key(p);
         s->n++;
         c = eol + 1;
     }
@@ -160,4 +193,37 @@ out:
     free(tmp);
     if (rc != 0) eval_prompts_free(s);
     return rc;
+}
+
+/* Writes n bytes with the escapes the reader undoes. */
+static void escaped(FILE *f, const unsigned char *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (b[i] == '\n') fputs("\\n", f);
+        else if (b[i] == '\t') fputs("\\t", f);
+        else if (b[i] == '\\') fputs("\\\\", f);
+        else fputc(b[i], f);
+    }
+}
+
+int eval_prompts_write(const eval_prompt_set *s, const char *path,
+                       const char *comment)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "# %s\n", comment);
+    for (uint32_t i = 0; i < s->n; i++) {
+        const eval_prompt *p = &s->p[i];
+        escaped(f, p->text, p->ctx_len);
+        for (uint32_t j = 0; j < p->n_q; j++) {
+            const uint32_t b = j ? p->q_end[j - 1] : p->ctx_len;
+            fputc('\t', f);
+            escaped(f, p->text + b, p->q_end[j] - b);
+            fputc('\t', f);
+            escaped(f, p->answer[j], p->ans_len[j]);
+        }
+        fputc('\n', f);
+    }
+    const int failed = ferror(f);
+    return fclose(f) == 0 && !failed ? 0 : -1;
 }

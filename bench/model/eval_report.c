@@ -27,14 +27,24 @@ static const eval_row *reference(const eval_row *rows, size_t n,
     return NULL;
 }
 
-/* Paired difference of row a and b on the same prompts, in points, and
- * its standard error (sd of the per-prompt difference / sqrt(n)). */
-static void paired(const eval_result *a, const eval_result *b, uint32_t n,
-                   double *diff, double *se)
+/* Questions asked over all prompts: the accuracy's denominator. */
+static uint32_t questions(const eval_prompt_set *ps)
 {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < ps->n; i++) n += ps->p[i].n_q;
+    return n;
+}
+
+/* Paired difference of row a and b on the same prompts, in points, and
+ * its standard error (sd of the per-prompt difference of the share of
+ * questions answered / sqrt(n)). */
+static void paired(const eval_result *a, const eval_result *b,
+                   const eval_prompt_set *ps, double *diff, double *se)
+{
+    const uint32_t n = ps->n;
     double s = 0.0, s2 = 0.0;
     for (uint32_t i = 0; i < n; i++) {
-        const double d = (double)a->ok[i] - (double)b->ok[i];
+        const double d = ((double)a->ok[i] - (double)b->ok[i]) / ps->p[i].n_q;
         s += d;
         s2 += d * d;
     }
@@ -73,7 +83,7 @@ static void detail(const eval_opts *o, const pkm_model *m, const eval_row *rows,
                 const int d = ps->p[i].depth;
                 if (d < 0) continue;
                 n[d]++;
-                ok[d] += r->ok[i];
+                ok[d] += r->ok[i] / ps->p[i].n_q;
             }
             for (int d = 0; d < EVAL_N_DEPTHS; d++)
                 if (n[d]) printf(" %5.1f", 100.0 * ok[d] / n[d]);
@@ -88,7 +98,7 @@ static void detail(const eval_opts *o, const pkm_model *m, const eval_row *rows,
 }
 
 static int write_tsv(const eval_opts *o, const pkm_model *m,
-                     const eval_row *rows, size_t n_rows, uint32_t n_prompts,
+                     const eval_row *rows, size_t n_rows, uint32_t n_q,
                      double full_nll)
 {
     const pkm_config *mc = &m->c;
@@ -106,8 +116,8 @@ static int write_tsv(const eval_opts *o, const pkm_model *m,
                 (unsigned long long)k->kc.positions,
                 (unsigned long long)(k->kc.positions * 2u * mc->head_dim * 4u));
         for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++) {
-            if (o->protocol[pr] && n_prompts)
-                fprintf(f, "\t%.4f", 100.0 * k->res[pr].n_ok / n_prompts);
+            if (o->protocol[pr] && n_q)
+                fprintf(f, "\t%.4f", 100.0 * k->res[pr].n_ok / n_q);
             else
                 fprintf(f, "\tNaN");
         }
@@ -130,6 +140,7 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
 {
     const pkm_config *mc = &m->c;
     const int nll = o->nll_samples > 0;
+    const uint32_t n_q = questions(ps);
     const double full_nll =
         rows[0].nll_n ? rows[0].nll / (double)rows[0].nll_n : 0.0;
     printf("\n%-7s %-32s %9s %10s %7s", "budget", "method", "positions",
@@ -158,10 +169,10 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
         const eval_row *ref = k->method ? reference(rows, n_rows, k) : NULL;
         for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++) {
             if (!o->protocol[pr]) continue;
-            printf(" %7.1f%%", ps->n ? 100.0 * k->res[pr].n_ok / ps->n : 0.0);
+            printf(" %7.1f%%", n_q ? 100.0 * k->res[pr].n_ok / n_q : 0.0);
             if (ref && ref != k) {
                 double d = 0.0, se = 0.0;
-                paired(&k->res[pr], &ref->res[pr], ps->n, &d, &se);
+                paired(&k->res[pr], &ref->res[pr], ps, &d, &se);
                 char t[32];
                 snprintf(t, sizeof t, "%+.1f +- %.1f", d, se);
                 printf(" %13s", t);
@@ -197,7 +208,7 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
         printf("\n");
     }
     if (o->detail) detail(o, m, rows, n_rows, ps);
-    if (o->tsv && write_tsv(o, m, rows, n_rows, ps->n, full_nll) != 0) {
+    if (o->tsv && write_tsv(o, m, rows, n_rows, n_q, full_nll) != 0) {
         fprintf(stderr, "model_eval: cannot write %s\n", o->tsv);
         return -1;
     }

@@ -7,6 +7,7 @@
 #include "eval.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,42 @@ static int holds(const pkm_slot *s, uint32_t b, uint32_t n)
     return found == n;
 }
 
+/* Prints n bytes with \n \t \\ and other control bytes escaped. */
+static void put_escaped(const unsigned char *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (b[i] == '\n') fputs("\\n", stdout);
+        else if (b[i] == '\t') fputs("\\t", stdout);
+        else if (b[i] == '\\') fputs("\\\\", stdout);
+        else if (b[i] < 32 || b[i] == 127) printf("\\x%02x", b[i]);
+        else putchar(b[i]);
+    }
+}
+
+/* Feeds token tok at position pos to row k's cache as a decode step:
+ * w->logits gets the next byte's logits. Returns 0 or -1. */
+static int feed(eval_work *w, eval_row *k, uint32_t tok, uint32_t pos)
+{
+    if (pkm_model_step(w->m, k->kc.slots, tok, pos, w->step_attn, w->stride,
+                       w->logits) != 0 ||
+        pkm_cache_after_step(&k->kc, w->step_attn, w->stride, pos) != 0)
+        return -1;
+    return 0;
+}
+
+/* Per layer, the row's KV heads that hold every byte of the answer's
+ * occurrence in the context. */
+static void count_held(const pkm_config *mc, const eval_row *k,
+                       const eval_prompt *p, eval_result *r)
+{
+    for (uint32_t l = 0; l < mc->n_layers; l++)
+        for (uint32_t kv = 0; kv < mc->n_kv_heads; kv++)
+            r->held[l] += (uint64_t)holds(
+                &k->kc.slots[(size_t)l * mc->n_kv_heads + kv], p->key_pos,
+                p->ans_len[0]);
+    r->held_n++;
+}
+
 int eval_prompt_run(eval_work *w, eval_row *rows, size_t n_rows,
                     const eval_prompt *p, uint32_t i, int protocol)
 {
@@ -57,35 +94,39 @@ int eval_prompt_run(eval_work *w, eval_row *rows, size_t n_rows,
             pkm_cache_prefill(&k->kc, w->full, w->rows, nr, plen) != 0)
             return -1;
         const float *lg = w->logits0;
-        /* the question, query-agnostic: decode steps on the kept context */
-        for (uint32_t t = plen; t < p->len; t++) {
-            if (pkm_model_step(w->m, k->kc.slots, p->text[t], t, w->step_attn,
-                               w->stride, w->logits) != 0 ||
-                pkm_cache_after_step(&k->kc, w->step_attn, w->stride, t) != 0)
-                return -1;
-            lg = w->logits;
+        uint32_t x = plen, pos = plen, right = 0;
+        for (uint32_t q = 0; q < p->n_q; q++) {
+            /* the question's bytes not compressed with the context: decode
+             * steps on the kept cache (after the previous answer) */
+            for (; x < p->q_end[q]; x++, pos++) {
+                if (feed(w, k, p->text[x], pos) != 0) return -1;
+                lg = w->logits;
+            }
+            if (q == 0 && p->key_pos != UINT32_MAX) count_held(mc, k, p, r);
+            uint32_t tok = argmax(lg, mc->vocab);
+            unsigned char got[EVAL_MAX_ANSWER];
+            got[0] = (unsigned char)tok;
+            int ok = tok == p->answer[q][0];
+            for (uint32_t j = 1; j < p->ans_len[q]; j++, pos++) {
+                if (feed(w, k, tok, pos) != 0) return -1;
+                tok = argmax(w->logits, mc->vocab);
+                got[j] = (unsigned char)tok;
+                ok = ok && tok == p->answer[q][j];
+            }
+            /* the answer as decoded stays in the cache for the next one */
+            if (q + 1 < p->n_q && feed(w, k, tok, pos++) != 0) return -1;
+            right += (uint32_t)ok;
+            if (w->show_answers && !k->method) {
+                printf("%s prompt %u question %u: expected \"",
+                       protocol == EVAL_AWARE ? "aware" : "agnostic", i, q);
+                put_escaped(p->answer[q], p->ans_len[q]);
+                printf("\", full cache decoded \"");
+                put_escaped(got, p->ans_len[q]);
+                printf("\"\n");
+            }
         }
-        if (p->key_pos != UINT32_MAX) {
-            for (uint32_t l = 0; l < mc->n_layers; l++)
-                for (uint32_t kv = 0; kv < mc->n_kv_heads; kv++)
-                    r->held[l] += (uint64_t)holds(
-                        &k->kc.slots[(size_t)l * mc->n_kv_heads + kv],
-                        p->key_pos, p->ans_len);
-            r->held_n++;
-        }
-        uint32_t tok = argmax(lg, mc->vocab);
-        int ok = tok == p->answer[0];
-        for (uint32_t j = 1; j < p->ans_len; j++) {
-            const uint32_t pos = p->len + j - 1;
-            if (pkm_model_step(w->m, k->kc.slots, tok, pos, w->step_attn,
-                               w->stride, w->logits) != 0 ||
-                pkm_cache_after_step(&k->kc, w->step_attn, w->stride, pos) != 0)
-                return -1;
-            tok = argmax(w->logits, mc->vocab);
-            ok = ok && tok == p->answer[j];
-        }
-        r->ok[i] = (uint8_t)ok;
-        r->n_ok += (uint32_t)ok;
+        r->ok[i] = (uint8_t)right;
+        r->n_ok += right;
     }
     return 0;
 }
@@ -162,7 +203,7 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
     pb_profile *prof = NULL, *hprof = NULL;
     pb_profile_params hp = pp;
     hp.num_layers = mc->n_layers * mc->n_kv_heads;
-    pkm_slot *full = calloc(n_slots, sizeof *full);
+    pkm_slot *full = pkm_slots_new(n_slots, max_len, mc->head_dim);
     float *rows = malloc(LH * W * len * sizeof(float));
     float *red = malloc((size_t)W * len * sizeof(float));
     float *step = malloc(LH * m->rope_len * sizeof(float));
@@ -172,8 +213,6 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
         pb_profile_create(&hp, NULL, &hprof) != PB_OK)
         goto out;
     for (uint32_t l = 0; l < mc->n_layers; l++) cake_pref[l] = 0.0;
-    for (size_t s = 0; s < n_slots; s++)
-        if (pkm_slot_init(&full[s], max_len, mc->head_dim) != 0) goto out;
     uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 5;
     for (uint32_t i = 0; i < n; i++) {
         const size_t off = (size_t)(pkm_splitmix(&rng) % (text_len - len - 1));
@@ -222,9 +261,7 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
 out:
     pb_profile_destroy(prof);
     pb_profile_destroy(hprof);
-    if (full)
-        for (size_t s = 0; s < n_slots; s++) pkm_slot_free(&full[s]);
-    free(full);
+    pkm_slots_free(full, n_slots);
     free(rows);
     free(red);
     free(step);

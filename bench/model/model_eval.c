@@ -3,8 +3,9 @@
  * (small, trained) transformer at equal held positions. For the chosen
  * methods of pkm_methods.c at the chosen average budgets (fractions of the
  * context), plus the full cache, it prints
- *   - answer accuracy (greedy decode, exact match) on pass-key prompts cut
- *     from the held-out text or on the user's prompts (--prompts), under
+ *   - answer accuracy (greedy decode, exact match) on the prompts of a
+ *     task (--task, eval_tasks.c) cut from the held-out text or on the
+ *     user's prompts (--prompts), under
  *     the query-aware protocol (the question is in the compressed prompt)
  *     and the query-agnostic one (the context is compressed before the
  *     question arrives), each with its paired difference from uniform
@@ -22,208 +23,25 @@
 #include <time.h>
 
 #include "eval.h"
+#include "eval_tasks.h"
 #include "pkm_prompt.h"
 #include "pkm_io.h"
-
-#define UNSET UINT32_MAX
-
-static void usage(FILE *f)
-{
-    fputs(
-"usage: model_eval [options]\n"
-"Runs the bench/model transformer with libpyramidkv managing its K/V cache\n"
-"and prints, per method and budget at equal held positions, the accuracy on\n"
-"pass-key prompts under two protocols, with the paired difference from\n"
-"uniform SnapKV (+- its standard error), and optionally held-out NLL.\n"
-"Without options: the quick comparison (uniform SnapKV, PyramidKV r=4 and\n"
-"the head-adaptive row if the library has it, budget 1/4, 50 prompts, both\n"
-"protocols; about a minute).\n"
-"\n"
-"  --methods LIST   comma-separated keys (--list-methods), or all\n"
-"  --budgets LIST   denominators: 4,8 = budgets of 1/4 and 1/8 of --ctx\n"
-"  --protocol P     aware | agnostic | both  (default both)\n"
-"                   aware: compress the whole prompt, question included;\n"
-"                   agnostic: compress the context, then feed the question\n"
-"                   as decode steps (evicting as during the answer)\n"
-"  --needles N      built-in pass-key prompts (depths 0,1/4,1/2,3/4,1 in turn)\n"
-"  --prompts FILE   your prompts instead: one a line, context<TAB>question\n"
-"                   <TAB>answer, escapes \\n \\t \\\\, '#' lines skipped\n"
-"                   (docs/quality.md, \"Your own prompts\")\n"
-"  --nll-samples N  held-out NLL windows (default 0; --full 8)\n"
-"  --seed N         prompt seed (default 1); calibration uses its own draws\n"
-"  --ctx N          context (default: the model's, or with --prompts the\n"
-"                   longest prompt's, at least 96); budgets are ctx/den\n"
-"  --obs N --pool N --cadence N   observation window 16, pooling 7, evict\n"
-"                   every N decode steps (1)\n"
-"  --model FILE --text FILE       weights and held-out text (committed ones)\n"
-"  --detail         accuracy by needle depth and, per layer, the share of KV\n"
-"                   heads that held the answer's bytes when it began\n"
-"  --tsv FILE       rows tab-separated (bench/model/plot_quality.sh)\n"
-"  --full           every method, budgets 32,16,8,4, 300 prompts, 8 NLL\n"
-"                   samples, both protocols (about an hour in a Release build)\n"
-"  --quick          ctest smoke run: ctx 128, 5 prompts, every method and\n"
-"                   budget, and the no-eviction bit-exactness check\n"
-"  --list-methods   the method keys and row names\n"
-"  --help\n"
-"Explicit options override --full and --quick.\n", f);
-}
-
-static int parse_list(const char *v, uint32_t *out, uint32_t max, uint32_t *n)
-{
-    *n = 0;
-    while (*v) {
-        char *end = NULL;
-        const unsigned long x = strtoul(v, &end, 10);
-        if (end == v || x < 1 || x > 4096 || *n >= max ||
-            (*end && *end != ','))
-            return -1;
-        out[(*n)++] = (uint32_t)x;
-        v = *end ? end + 1 : end;
-    }
-    return *n ? 0 : -1;
-}
-
-static int bad(const char *a, const char *v)
-{
-    fprintf(stderr, "model_eval: bad value for %s: %s (--help)\n", a, v);
-    return -1;
-}
-
-static int parse(int argc, char **argv, eval_opts *o, int *list)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
-        if (!strcmp(a, "--full")) { o->quick = 2; continue; }
-        if (!strcmp(a, "--detail")) { o->detail = 1; continue; }
-        if (!strcmp(a, "--list-methods")) { *list = 1; continue; }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "model_eval: unexpected argument %s (--help)\n", a);
-            return -1;
-        }
-        if (!v) {
-            fprintf(stderr, "model_eval: %s needs a value (--help)\n", a);
-            return -1;
-        }
-        i++;
-        char *end = NULL;
-        const unsigned long long n = strtoull(v, &end, 10);
-        const int num_ok = *v >= '0' && *v <= '9' && end && *end == 0 &&
-                           n <= 1000000;
-        if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--text")) o->text = v;
-        else if (!strcmp(a, "--tsv")) o->tsv = v;
-        else if (!strcmp(a, "--prompts")) o->prompts = v;
-        else if (!strcmp(a, "--methods")) o->methods = v;
-        else if (!strcmp(a, "--budgets")) {
-            if (parse_list(v, o->budgets, 8, &o->n_budgets) != 0)
-                return bad(a, v);
-        } else if (!strcmp(a, "--protocol")) {
-            const int aw = !strcmp(v, "aware"), ag = !strcmp(v, "agnostic"),
-                      both = !strcmp(v, "both");
-            if (!aw && !ag && !both) return bad(a, v);
-            o->protocol[EVAL_AWARE] = aw || both;
-            o->protocol[EVAL_AGNOSTIC] = ag || both;
-        } else if (!num_ok) return bad(a, v);
-        else if (!strcmp(a, "--ctx")) o->ctx = (uint32_t)n;
-        else if (!strcmp(a, "--needles")) o->needles = (uint32_t)n;
-        else if (!strcmp(a, "--nll-samples")) o->nll_samples = (uint32_t)n;
-        else if (!strcmp(a, "--obs")) o->obs = (uint32_t)n;
-        else if (!strcmp(a, "--pool")) o->pool = (uint32_t)n;
-        else if (!strcmp(a, "--cadence")) o->cadence = (uint32_t)n;
-        else if (!strcmp(a, "--seed")) o->seed = n;
-        else {
-            fprintf(stderr, "model_eval: unknown option %s (--help)\n", a);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The method rows the run uses, by key; 0, or -1 for an unknown key. */
-static int select_methods(const char *list, const pkm_method **out,
-                          size_t *n)
-{
-    *n = 0;
-    if (!strcmp(list, "all")) {
-        for (size_t i = 0; i < pkm_method_count; i++) out[(*n)++] = &pkm_methods[i];
-        return 0;
-    }
-    const char *c = list;
-    while (*c) {
-        const char *e = strchr(c, ',');
-        const size_t len = e ? (size_t)(e - c) : strlen(c);
-        size_t i = 0;
-        while (i < pkm_method_count &&
-               (strlen(pkm_methods[i].key) != len ||
-                strncmp(pkm_methods[i].key, c, len)))
-            i++;
-        if (i == pkm_method_count) {
-            fprintf(stderr, "model_eval: unknown method '%.*s' "
-                    "(--list-methods)\n", (int)len, c);
-            return -1;
-        }
-        out[(*n)++] = &pkm_methods[i];
-        c += len + (e != NULL);
-    }
-    return *n ? 0 : -1;
-}
-
-/* The quick comparison's rows: uniform, the r=4 pyramid and every
- * head-adaptive window row the table has. */
-static const char DEFAULT_METHODS[] = "uniform,pyramid4,ada-snapkv";
-
-static void presets(eval_opts *o)
-{
-    static const uint32_t all_dens[4] = {32, 16, 8, 4};
-    const int set_dens = o->n_budgets == 0;
-    if (set_dens && o->quick) {
-        memcpy(o->budgets, all_dens, sizeof all_dens);
-        o->n_budgets = 4;
-    } else if (set_dens) {
-        o->budgets[0] = 4;
-        o->n_budgets = 1;
-    }
-    if (!o->methods) o->methods = o->quick ? "all" : DEFAULT_METHODS;
-    if (o->needles == UNSET)
-        o->needles = o->quick == 1 ? 5 : o->quick == 2 ? 300 : 50;
-    if (o->nll_samples == UNSET)
-        o->nll_samples = o->quick == 1 ? 1 : o->quick == 2 ? 8 : 0;
-    if (o->quick == 1) {
-        o->ctx = o->ctx ? o->ctx : 128;
-        o->nll_prompt = 32;
-        o->nll_decode = 16;
-    }
-    if (!o->protocol[0] && !o->protocol[1])
-        o->protocol[EVAL_AWARE] = o->protocol[EVAL_AGNOSTIC] = 1;
-}
 
 int main(int argc, char **argv)
 {
     eval_opts o = {0};
-    o.model = PKM_DATA_DIR "/model.pkvm";
-    o.text = PKM_DATA_DIR "/heldout.txt";
-    o.needles = o.nll_samples = UNSET;
-    o.obs = 16;
-    o.pool = 7;
-    o.cadence = 1;
-    o.seed = 1;
     int list = 0;
-    if (parse(argc, argv, &o, &list) != 0) return 2;
+    const int parsed = eval_parse(argc, argv, &o, &list);
+    if (parsed != 0) return parsed > 0 ? 0 : 2;
     if (list) {
         for (size_t i = 0; i < pkm_method_count; i++)
             printf("%-20s %s\n", pkm_methods[i].key, pkm_methods[i].name);
         return 0;
     }
-    presets(&o);
+    eval_presets(&o);
     const pkm_method *sel[64];
     size_t n_sel = 0;
-    if (select_methods(o.methods, sel, &n_sel) != 0) return 2;
+    if (eval_select_methods(o.methods, sel, &n_sel) != 0) return 2;
     const clock_t t0 = clock();
     static pkm_model m;
     char err[256];
@@ -240,8 +58,8 @@ int main(int argc, char **argv)
             return 2;
         }
         for (uint32_t i = 0; i < ps.n; i++)
-            if (ps.p[i].len + ps.p[i].ans_len + 8 > max_len)
-                max_len = ps.p[i].len + ps.p[i].ans_len + 8;
+            if (eval_prompt_total(&ps.p[i]) + 8 > max_len)
+                max_len = eval_prompt_total(&ps.p[i]) + 8;
     }
     /* the context the budgets and the positions column are sized from:
      * --ctx, else the longest prompt of a file (at least 96), else the
@@ -258,6 +76,11 @@ int main(int argc, char **argv)
                 m.rope_len - 8);
         return 2;
     }
+    if (!o.prompts && o.ctx < eval_task_min_ctx(o.task)) {
+        fprintf(stderr, "model_eval: task %s needs --ctx of at least %u\n",
+                eval_task_names[o.task], eval_task_min_ctx(o.task));
+        return 2;
+    }
     for (uint32_t b = 0; b < o.n_budgets; b++)
         if (o.ctx / o.budgets[b] < 1) {
             fprintf(stderr, "model_eval: budget 1/%u of %u is empty\n",
@@ -270,15 +93,44 @@ int main(int argc, char **argv)
         fprintf(stderr, "model_eval: cannot read held-out text %s\n", o.text);
         return 1;
     }
-    const uint32_t plen = o.ctx - 6; /* built-in prompt: 5 digits + 1 fit */
+    /* the pass-key prompt (its 5 digits and '.' fit the context): the
+     * calibration prompts are as long */
+    const uint32_t plen = o.ctx - 6;
     if (max_len < o.ctx + 8) max_len = o.ctx + 8;
-    /* the prompts' draws, then the NLL windows' (as in every earlier
-     * version of this program: --full draws the same windows) */
-    uint64_t rng = o.seed * 0x100000001B3ull + 17;
-    if (!o.prompts && eval_needles(&ps, text, text_len, plen, o.needles, o.seed,
-                            &rng, err, sizeof err) != 0) {
+    /* the prompts' draws, then the NLL windows' (for the pass key as in
+     * every earlier version of this program: --full draws the same
+     * windows) */
+    uint64_t rng = eval_task_stream(o.task, o.seed);
+    if (!o.prompts && eval_task_prompts(&ps, o.task, text, text_len, o.ctx,
+                                        o.needles, o.seed, &rng, err,
+                                        sizeof err) != 0) {
         fprintf(stderr, "model_eval: %s\n", err);
+        free(text);
         return 1;
+    }
+    int multi_q = 0; /* several questions of one compressed cache */
+    for (uint32_t i = 0; i < ps.n; i++) multi_q |= ps.p[i].n_q > 1;
+    if (multi_q && !o.protocol[EVAL_AGNOSTIC]) {
+        fprintf(stderr, "model_eval: --protocol aware does not apply to "
+                "several questions of one compressed cache\n");
+        eval_prompts_free(&ps);
+        free(text);
+        return 2;
+    }
+    o.protocol[EVAL_AWARE] &= !multi_q;
+    if (o.write_prompts) {
+        char what[128];
+        snprintf(what, sizeof what, "model_eval --task %s --seed %llu --ctx "
+                 "%u: context, then question<TAB>answer pairs; escapes \\n "
+                 "\\t \\\\", o.prompts ? "(file)" : eval_task_names[o.task],
+                 (unsigned long long)o.seed, o.ctx);
+        const int wr = eval_prompts_write(&ps, o.write_prompts, what);
+        if (wr != 0)
+            fprintf(stderr, "model_eval: cannot write %s\n", o.write_prompts);
+        eval_prompts_free(&ps);
+        free(text);
+        pkm_model_free(&m);
+        return wr != 0;
     }
 
     /* the profile schedule is calibrated on this model's attention (the
@@ -309,7 +161,8 @@ int main(int argc, char **argv)
     /* rows: the full cache, then every (budget, method) */
     const size_t n_rows = 1 + (size_t)o.n_budgets * n_sel;
     eval_row *rows = calloc(n_rows, sizeof *rows);
-    eval_work w = {&m, NULL, NULL, NULL, NULL, NULL, NULL, o.obs, m.rope_len};
+    eval_work w = {&m, NULL, NULL, NULL, NULL, NULL, NULL, o.obs, m.rope_len,
+                   o.show_answers};
     const size_t LH = (size_t)mc->n_layers * mc->n_heads;
     const size_t n_slots = (size_t)mc->n_layers * mc->n_kv_heads;
     if (!rows) return 1;
@@ -341,7 +194,7 @@ int main(int argc, char **argv)
         k->nll_w = calloc(o.nll_samples ? o.nll_samples : 1, sizeof(double));
         if (!k->nll_w) return 1;
     }
-    w.full = calloc(n_slots, sizeof *w.full);
+    w.full = pkm_slots_new(n_slots, max_len, mc->head_dim);
     w.rows = malloc(LH * (size_t)w.n_rows_max * max_len * sizeof(float));
     w.step_attn = malloc(LH * w.stride * sizeof(float));
     w.full_attn = calloc((size_t)o.nll_decode * LH * w.stride, sizeof(float));
@@ -352,8 +205,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "model_eval: out of memory\n");
         return 1;
     }
-    for (size_t s = 0; s < n_slots; s++)
-        if (pkm_slot_init(&w.full[s], max_len, mc->head_dim) != 0) return 1;
     /* --quick also proves the integration exact: a library configuration
      * whose shares exceed the sequence evicts nothing and must reproduce
      * the full cache's NLL bit for bit */
@@ -378,13 +229,15 @@ int main(int argc, char **argv)
             }
     }
     /* prompts the model cannot answer make every row 0 %: say so */
+    uint32_t n_q = 0;
+    for (uint32_t i = 0; i < ps.n; i++) n_q += ps.p[i].n_q;
     for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++)
-        if (o.protocol[pr] && ps.n && 2u * rows[0].res[pr].n_ok < ps.n)
+        if (o.protocol[pr] && n_q && 2u * rows[0].res[pr].n_ok < n_q)
             fprintf(stderr,
                     "model_eval: warning: the full cache answers only %u of "
-                    "%u prompts (%s): the rows compare eviction on prompts "
-                    "this model cannot answer\n",
-                    rows[0].res[pr].n_ok, ps.n,
+                    "%u %s (%s): the rows compare eviction on prompts "
+                    "this model cannot answer\n", rows[0].res[pr].n_ok, n_q,
+                    n_q == ps.n ? "prompts" : "questions",
                     pr == EVAL_AWARE ? "aware" : "agnostic");
     /* held-out NLL and retained mass */
     double ent[PKM_MAX_LAYERS] = {0};
@@ -424,6 +277,10 @@ int main(int argc, char **argv)
            (unsigned long long)mc->train_tokens);
     if (o.prompts)
         printf("context %u; %u prompts from %s", o.ctx, ps.n, o.prompts);
+    else if (o.task != EVAL_TASK_NEEDLE)
+        printf("context %u; %u %s prompts of %u bytes with their answers "
+               "(seed %llu)", o.ctx, ps.n, eval_task_names[o.task], o.ctx - 1,
+               (unsigned long long)o.seed);
     else
         printf("context %u; %u pass-key prompts of %u bytes over %d depths "
                "(seed %llu)", o.ctx, ps.n, plen, EVAL_N_DEPTHS,
@@ -441,6 +298,12 @@ int main(int argc, char **argv)
            "difference from uniform SnapKV at that budget on the same "
            "prompts, in points, +- its standard error\n",
            o.obs, o.pool, o.cadence, mc->head_dim);
+    if (multi_q)
+        printf("several questions of one cache: the context is compressed "
+               "once, the questions are asked in turn (each after the "
+               "previous answer as decoded); query-aware does not apply "
+               "(query-agnostic by construction); accuracy = questions "
+               "answered exactly\n");
     if (eval_report(&o, &m, rows, n_rows, &ps) != 0) status = 1;
     if (o.nll_samples) {
         printf("\nfull-cache attention entropy per layer (nats, mean over "
@@ -478,9 +341,8 @@ int main(int argc, char **argv)
         }
         free(rows[c].nll_w);
     }
-    for (size_t s = 0; s < n_slots; s++) pkm_slot_free(&w.full[s]);
     free(rows);
-    free(w.full);
+    pkm_slots_free(w.full, n_slots);
     free(w.rows);
     free(w.step_attn);
     free(w.full_attn);

@@ -61,14 +61,11 @@ int pkm_model_load(pkm_model *m, const char *path, char *err, size_t errlen)
         return -1;
     }
     pkm_config *c = &m->c;
-    c->vocab = rd32(h + 8);
-    c->dim = rd32(h + 12);
-    c->n_layers = rd32(h + 16);
-    c->n_heads = rd32(h + 20);
-    c->n_kv_heads = rd32(h + 24);
-    c->head_dim = rd32(h + 28);
-    c->ffn_dim = rd32(h + 32);
-    c->max_ctx = rd32(h + 36);
+    uint32_t *const shape[] = {&c->vocab, &c->dim, &c->n_layers, &c->n_heads,
+                               &c->n_kv_heads, &c->head_dim, &c->ffn_dim,
+                               &c->max_ctx}; /* the header's order */
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
+        *shape[i] = rd32(h + 8 + 4 * i);
     c->rope_theta = rdf(h + 40);
     c->norm_eps = rdf(h + 44);
     c->train_step = rd64(h + 48);
@@ -112,22 +109,27 @@ int pkm_model_load(pkm_model *m, const char *path, char *err, size_t errlen)
     m->layers = calloc(c->n_layers, sizeof *m->layers);
     m->rope_len = 4 * c->max_ctx;
     const size_t half = c->head_dim / 2;
-    m->rope_cos = malloc((size_t)m->rope_len * half * sizeof(float));
-    m->rope_sin = malloc((size_t)m->rope_len * half * sizeof(float));
-    m->x = malloc(d * sizeof(float));
-    m->hx = malloc(d * sizeof(float));
-    m->q = malloc(qd * sizeof(float));
-    m->k = malloc(kvd * sizeof(float));
-    m->v = malloc(kvd * sizeof(float));
-    m->o = malloc(qd * sizeof(float));
-    m->h1 = malloc(fd * sizeof(float));
-    m->h3 = malloc(fd * sizeof(float));
-    m->scores = malloc(((size_t)m->rope_len + 1) * sizeof(float));
-    if (!m->layers || !m->rope_cos || !m->rope_sin || !m->x || !m->hx ||
-        !m->q || !m->k || !m->v || !m->o || !m->h1 || !m->h3 || !m->scores) {
+    const size_t rope = (size_t)m->rope_len * half;
+    m->rope_cos = malloc(2 * rope * sizeof(float));
+    /* the step's scratch vectors, in one block */
+    const size_t sizes[] = {d, d, qd, kvd, kvd, qd, fd, fd,
+                            (size_t)m->rope_len + 1};
+    float **const vec[] = {&m->x, &m->hx, &m->q, &m->k, &m->v, &m->o,
+                           &m->h1, &m->h3, &m->scores};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += sizes[i];
+    m->scratch = malloc(total * sizeof(float));
+    if (!m->layers || !m->rope_cos || !m->scratch) {
         snprintf(err, errlen, "out of memory");
         pkm_model_free(m);
         return -1;
+    }
+    m->rope_sin = m->rope_cos + rope;
+    total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *vec[i] = m->scratch + total;
+        total += sizes[i];
     }
     m->emb = p;
     p += (size_t)c->vocab * d;
@@ -163,17 +165,8 @@ void pkm_model_free(pkm_model *m)
 {
     free(m->blob);
     free(m->layers);
-    free(m->rope_cos);
-    free(m->rope_sin);
-    free(m->x);
-    free(m->hx);
-    free(m->q);
-    free(m->k);
-    free(m->v);
-    free(m->o);
-    free(m->h1);
-    free(m->h3);
-    free(m->scores);
+    free(m->rope_cos); /* rope_sin is its second half */
+    free(m->scratch);
     memset(m, 0, sizeof *m);
 }
 
@@ -197,6 +190,23 @@ void pkm_slot_free(pkm_slot *s)
     free(s->k);
     free(s->v);
     memset(s, 0, sizeof *s);
+}
+
+pkm_slot *pkm_slots_new(size_t n, uint32_t cap, uint32_t head_dim)
+{
+    pkm_slot *s = calloc(n, sizeof *s);
+    for (size_t i = 0; s && i < n; i++)
+        if (pkm_slot_init(&s[i], cap, head_dim) != 0) {
+            pkm_slots_free(s, n);
+            return NULL;
+        }
+    return s;
+}
+
+void pkm_slots_free(pkm_slot *s, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++) pkm_slot_free(&s[i]);
+    free(s);
 }
 
 /* sum_i a[i] b[i]: eight float lanes (so the compiler vectorises), summed

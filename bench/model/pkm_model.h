@@ -32,8 +32,9 @@ typedef struct pkm_model {
     uint32_t rope_len;  /* positions the rope tables cover */
     float *rope_cos;    /* [rope_len][head_dim/2] */
     float *rope_sin;
-    /* scratch for one forward step */
+    /* scratch for one forward step, pointers into one block */
     float *x, *hx, *q, *k, *v, *o, *h1, *h3, *scores;
+    float *scratch;
     /* NULL (the default), or [n_layers][n_heads][head_dim] that every step
      * fills with each layer's queries as its attention uses them (scaled
      * by 1/sqrt(head_dim), then rotated): for a caller that scores from
@@ -55,6 +56,11 @@ void pkm_model_free(pkm_model *m);
 
 int pkm_slot_init(pkm_slot *s, uint32_t cap, uint32_t head_dim);
 void pkm_slot_free(pkm_slot *s);
+
+/* n slots of capacity cap, or NULL (nothing left allocated); freed, with
+ * every slot, by pkm_slots_free (NULL is fine). */
+pkm_slot *pkm_slots_new(size_t n, uint32_t cap, uint32_t head_dim);
+void pkm_slots_free(pkm_slot *s, size_t n);
 
 /* One forward step of token `tok` at position `pos` against the cache
  * slots[layer * n_kv_heads + kv] (each must have room for one more row).
