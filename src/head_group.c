@@ -2,7 +2,8 @@
  * head_group.c - the layer group (docs/spec.md §16): its plan, its one
  * allocation holding every head's instance and the scratch, the decode step
  * and the layer-wide evict. The heads are ordinary instances driven through
- * the public operations; the choice of victims across heads lives in
+ * the public operations and the scorer table (the lowest keys of a head,
+ * the evict of given ranks); the choice of victims across heads lives in
  * head_group_select.c, the prefill in head_group_prefill.c.
  */
 #include <assert.h>
@@ -18,7 +19,8 @@
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
-    size_t heads, take, must, cand_n, pos, x, cand, peek, prefill, instances,
+    size_t heads, take, must, cand_n, pos, x, ranks, cand, peek, prefill,
+        instances,
         total;
     size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
     size_t prefill_bytes;  /* reserved prefill workspace */
@@ -117,15 +119,13 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     lay->cand_n = pb__part(&at, h * sizeof(size_t));
     lay->pos = pb__part(&at, cap * sizeof(uint32_t));
     lay->x = pb__part(&at, cap * sizeof(double));
+    lay->ranks = pb__part(&at, cap * sizeof(size_t));
     if (cap > SIZE_MAX / sizeof(pb__group_entry) / h) return PB_ERR_TOO_LARGE;
     lay->cand = pb__part(&at, h * cap * sizeof(pb__group_entry));
-    lay->peek = pb__part(&at, cap * sizeof(double) +
-                                  pb__pool_work_bytes(plan->head.pool_kernel,
-                                                      cap));
+    lay->peek = pb__part(&at, pb__peek_work_bound(&plan->head));
     lay->prefill_bytes = 0;
     if (plan->params.prefill_max_len != 0u &&
-        pb__group_prefill_bytes(plan->info.num_heads, plan->head.capacity,
-                                plan->head.pool_kernel,
+        pb__group_prefill_bytes(plan->info.num_heads, &plan->head,
                                 plan->params.prefill_max_len,
                                 &lay->prefill_bytes) != PB_OK)
         return PB_ERR_TOO_LARGE;
@@ -212,11 +212,6 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->head_max = plan.info.head_max;
     g->head_capacity = plan.info.head_capacity;
     g->recent = plan.head.recent_window;
-    g->sinks = plan.head.sinks;
-    g->scorer = plan.head.scorer;
-    g->pool = plan.head.pool;
-    g->pool_kernel = plan.head.pool_kernel;
-    g->obs_window = plan.head.obs_window;
     g->layer_total = plan.info.layer_total;
     g->heads = (pb_kvcache **)(block + lay.heads);
     g->take = (size_t *)(block + lay.take);
@@ -225,6 +220,7 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->cand_n = (size_t *)(block + lay.cand_n);
     g->pos_scratch = (uint32_t *)(block + lay.pos);
     g->x_scratch = (double *)(block + lay.x);
+    g->rank_scratch = (size_t *)(block + lay.ranks);
     g->cand = (pb__group_entry *)(block + lay.cand);
     g->peek_work = block + lay.peek;
     g->prefill_ws = lay.prefill_bytes ? block + lay.prefill : NULL;
@@ -385,14 +381,12 @@ pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
         const size_t take = needed ? group->take[h] : 0u;
         counts[h] = take;
         if (take == 0u) continue;
-        const size_t kept = pb_kvcache_kept_count(group->heads[h]);
-        size_t n = 0;
-        const pb_status st =
-            pb_kvcache_evict(group->heads[h], (uint32_t)(kept - take),
-                             victims + at, take, &n);
-        assert(st == PB_OK && n == take);
-        (void)st;
-        at += n;
+        /* Exactly the head's chosen positions, by its evict of ranks. */
+        const pb__group_entry *c = group->cand + (size_t)h * group->head_capacity;
+        for (size_t i = 0; i < take; i++) group->pos_scratch[i] = c[i].pos;
+        pb__kvcache_evict_positions(group->heads[h], group->pos_scratch, take,
+                                    group->rank_scratch, victims + at);
+        at += take;
     }
     if (needed) group->fresh = 0;
     *n_victims = at;

@@ -267,6 +267,46 @@ void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
     keep_up(p, short_gap);
 }
 
+void pb__window_evict_ranks(pb_kvcache *inst, const size_t *ranks, size_t k,
+                            uint32_t *victims) {
+    pb__window *p = (pb__window *)(void *)inst;
+    /* The evict's paths with the choice made: a few ranks become holes
+     * as the cheap paths leave them (the sums, where kept, stay kept),
+     * more take the full path's one compaction. */
+    const int cheap = k <= PB__FILTER_MAX_NEEDED && p->stream_ok;
+    if (!cheap || !p->sums_valid) pb__window_finish_lazy(p);
+    const uint32_t gap = p->gap;
+    const int short_gap = gap <= PB__FILTER_MAX_GAP;
+    p->gap = 0u;
+    if (cheap) {
+        drop_ranks(p, ranks, k, victims, p->sums_valid,
+                   gap > PB__FILTER_MAX_GAP);
+        keep_up(p, short_gap);
+        return;
+    }
+    const size_t n = p->c.kept, n_cols = n + p->n_holes;
+    const size_t words = (n_cols + 63u) / 64u;
+    memset(p->alive, 0, words * sizeof *p->alive);
+    size_t t = 0;
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, p->holes, p->n_holes, n, &run)) {
+        for (size_t j = 0; j < run.len; ++j) {
+            const size_t col = run.col + j;
+            if (t < k && ranks[t] == run.rank + j)
+                victims[t++] = p->c.pos[col];
+            else
+                p->alive[col / 64u] |= UINT64_C(1) << (col % 64u);
+        }
+    }
+    assert(t == k);
+    p->c.kept = n - k;
+    compact_all(p, n_cols, 0);
+    p->last_path = PB__PATH_FULL;
+    p->sums_valid = 0;
+    p->prefix_valid = 0;
+    keep_up(p, short_gap);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Peek                                                                     */

@@ -389,12 +389,19 @@ void pb__window_finish_lazy(pb__window *p);
 void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
                       size_t needed, uint32_t *victims);
 
+/* Its evict of given ranks (pb__scorer_ops.evict_ranks). */
+void pb__window_evict_ranks(pb_kvcache *inst, const size_t *ranks, size_t k,
+                            uint32_t *victims);
+
 /* Its prefill entry (pb__scorer_ops.prefill, prefill_workspace;
  * window_prefill.c). */
 pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
                              size_t *n_kept);
 pb_status pb__window_prefill_workspace(const pb_kvcache *inst, size_t len,
                                        size_t *bytes);
+void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
+                               size_t end, size_t k, uint32_t *positions,
+                               double *keys);
 
 /* Its peek (pb__scorer_ops.peek_lowest) and the scratch it needs. */
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,

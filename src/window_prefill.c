@@ -19,6 +19,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "lowest_select.h"
 #include "window_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -443,4 +444,49 @@ pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
     p->c.fresh = 0;
     *n_kept = c;
     return PB_OK;
+}
+
+void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
+                               size_t end, size_t k, uint32_t *positions,
+                               double *keys) {
+    pb__window *p = (pb__window *)(void *)inst;
+    const size_t rows = in->rows, len = in->len;
+    pb__prefill_scratch need;
+    const pb_status st =
+        pb__prefill_scratch_of(p->c.cfg.pool_kernel, p->work_bytes, len, &need);
+    assert(st == PB_OK && k >= 1u && k <= end && end <= len);
+    assert(in->workspace != NULL && in->workspace_bytes >= need.total);
+    (void)st;
+    unsigned char *scratch = in->workspace;
+    double *x = (double *)(void *)scratch;
+    void *pool_work =
+        need.pool_bytes ? (void *)(scratch + need.score_bytes) : p->work;
+    const size_t pool_work_bytes =
+        need.pool_bytes ? need.pool_bytes : p->work_bytes;
+    /* The consistent scope's scores of every position, pooled over the
+     * whole prompt, as the prefill that evicts from them ranks them. */
+    prefill_plan pl;
+    pl.rows = rows;
+    pl.len = len;
+    pl.first = len - rows;
+    pl.skip = rows == len ? 1u : 0u;
+    pl.steps = rows - pl.skip;
+    pl.live = pl.steps < (size_t)p->obs_window ? pl.steps
+                                                : (size_t)p->obs_window;
+    pl.needed = k;
+    pl.scored = len;
+    pl.eligible = end;
+    pl.n_kept = len - k;
+    const uint32_t bad = score_rows(p, &pl, in->attn, x);
+    assert(bad == 0u);
+    (void)bad;
+    if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
+        pb__pool_avg(x, len, p->half_kernel, p->c.cfg.pool_kernel, pool_work,
+                     pool_work_bytes);
+    else
+        pb__pool_max(x, len, p->half_kernel, pool_work, pool_work_bytes);
+    /* A pooled score is a sum of valid weights from +0.0: its bits order
+     * as its value. */
+    pb__lowest_ranks(x, 8u, 0u, end, k, positions);
+    for (size_t t = 0; t < k; ++t) keys[t] = x[positions[t]];
 }
