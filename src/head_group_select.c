@@ -12,6 +12,10 @@
 #include "head_group_internal.h"
 #include "policy_internal.h"
 
+#ifndef PB__GROUP_EXTRA
+#define PB__GROUP_EXTRA 1u
+#endif
+
 /* The head's own lowest candidates through the scorer table: its
  * evictable range (as its evict sees it) and its `want` lowest by its
  * scorer's key, in the order its evict takes them. */
@@ -84,9 +88,11 @@ size_t pb__group_choose(pb_kvcache_group *g, size_t k) {
     const uint32_t nh = g->num_heads;
     const size_t stride = g->head_capacity;
     size_t total = 0;
+    /* Each head lists its musts and its even part of k, plus one to
+     * compete with: most evicts then need no second listing. */
+    const size_t even = k > 0u ? (k - 1u) / nh + PB__GROUP_EXTRA : 0u;
     for (uint32_t h = 0; h < nh; h++) {
-        /* Its musts, and one more to compete with while k asks for any. */
-        const size_t want = g->must[h] + (k > 0u ? 1u : 0u);
+        const size_t want = g->must[h] + even;
         pb__group_peek_lowest(g, h, want, g->cand + h * stride, &g->cand_n[h]);
         g->take[h] = g->must[h] < g->cand_n[h] ? g->must[h] : g->cand_n[h];
         total += g->take[h];

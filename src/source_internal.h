@@ -262,6 +262,10 @@ void pb__source_peek_lowest(const pb_kvcache *p, size_t first, size_t end,
                             size_t k, uint32_t *positions, double *scores,
                             void *work);
 size_t pb__source_peek_work_bytes(const pb_kvcache *p);
+/* Their lowest entry: the peek's answer, one key from the observe's hint
+ * or one vectorised pass (source_scorers.c). */
+void pb__source_lowest(pb_kvcache *p, size_t first, size_t end, size_t k,
+                       uint32_t *positions, double *scores, void *work);
 
 /* Reset, observe, evict (and of given ranks) and score of every score source
  * (score_sources.c). */
@@ -295,6 +299,7 @@ double pb__source_score(const pb_kvcache *p, size_t rank);
         .evict_ranks = pb__source_evict_ranks,                                \
         .peek_lowest = pb__source_peek_lowest,                                \
         .peek_work_bytes = pb__source_peek_work_bytes,                        \
+        .lowest = pb__source_lowest,                                          \
         .score = pb__source_score,                                            \
         .unobserved = (unobserved_fn),                                        \
     };

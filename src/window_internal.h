@@ -309,6 +309,26 @@ void pb__filter_store_row(pb__window *p, const float *weights, size_t n);
 int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
                       size_t *ranks);
 
+/* T*(m): no rank whose window max of sums exceeds it can be a victim
+ * (score_filter.c gives the bound). */
+static inline double pb__filter_threshold(double m, double obs) {
+    return m + (2.0 * obs + 2.0) + (obs * m) * 0x1p-49;
+}
+
+/* The scan of pb__filter_select (score_filter.c) over ranks 0 ..
+ * evictable-1: with thr < 0 it keeps in p->heap the `needed` least window
+ * maxima of sums and records in p->cands (rank order) every rank that may
+ * still be a candidate; with thr >= 0 it records the ranks at or below
+ * thr. Returns the number recorded, or SIZE_MAX when they overflow the
+ * room. exact: the sums are exact (pb__filter_select_exact). */
+size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
+                       double thr, int exact);
+
+/* pb__filter_select when no held weight rounded: the least (window max,
+ * rank) pairs, ties unlimited (score_filter.c). */
+int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
+                            size_t *ranks);
+
 /* Recomputes the prefix folds of every held column from the ring (always
  * possible; sets prefix_valid). */
 void pb__prefix_rebuild(pb__window *p);
