@@ -130,8 +130,8 @@ typedef struct pb__scorer_ops {
      * its evictable ones (the first `end`) ascending by (key, position):
      * positions to positions[], keys to keys[]. The prompt is checked
      * (weights valid, workspace as prefill_workspace reports); k <= end.
-     * Writes only the workspace and the instance's scratch (pooling,
-     * selection). NULL where prefill is. */
+     * Writes only the workspace and the instance's pooling scratch. NULL
+     * where prefill is. */
     void (*prefill_lowest)(pb_kvcache *p, const pb__prompt *in, size_t end,
                            size_t k, uint32_t *positions, double *keys);
     /* pb_kvcache_prefill_workspace_size for this instance, NULL where

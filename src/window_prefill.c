@@ -457,30 +457,6 @@ pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
     return PB_OK;
 }
 
-/* Restores the max-heap by (key bits, position) of the pairs (keys[],
- * positions[]) 0 .. n-1 below i. */
-static void sift_pair(double *keys, uint32_t *positions, size_t n, size_t i) {
-    const double kv = keys[i];
-    const uint32_t pv = positions[i];
-    const uint64_t kb = pb__key_bits(kv);
-    for (;;) {
-        size_t c = 2u * i + 1u;
-        if (c >= n) break;
-        if (c + 1u < n) {
-            const uint64_t a = pb__key_bits(keys[c]);
-            const uint64_t b = pb__key_bits(keys[c + 1u]);
-            if (b > a || (b == a && positions[c + 1u] > positions[c])) ++c;
-        }
-        const uint64_t cb = pb__key_bits(keys[c]);
-        if (cb < kb || (cb == kb && positions[c] < pv)) break;
-        keys[i] = keys[c];
-        positions[i] = positions[c];
-        i = c;
-    }
-    keys[i] = kv;
-    positions[i] = pv;
-}
-
 void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
                                size_t end, size_t k, uint32_t *positions,
                                double *keys) {
@@ -511,31 +487,7 @@ void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
     (void)bad;
     pool_scores(p, x, len, pool_work, pool_work_bytes);
     /* A pooled score is a sum of valid weights from +0.0: its bits order
-     * as its value. A few keys: one pass with a heap of k; many (a
-     * prompt's victims are most of it): the radix cut, then a sort of the
-     * k it takes, which reads no key through a rank. */
-    if (k <= end / 8u) {
-        pb__lowest_ranks(x, 8u, 0u, end, k, positions);
-        for (size_t t = 0; t < k; ++t) keys[t] = x[positions[t]];
-        return;
-    }
-    pb__cut cut;
-    pb__select_lowest(x, end, k, p->hist, &cut);
-    size_t t = 0;
-    for (size_t i = 0; i < end; ++i)
-        if (pb__cut_takes(&cut, pb__key_bits(x[i]))) {
-            positions[t] = (uint32_t)i;
-            keys[t++] = x[i];
-        }
-    assert(t == k);
-    for (size_t i = k / 2u; i-- > 0u;) sift_pair(keys, positions, k, i);
-    for (size_t n = k; n > 1u; --n) {
-        const double kv = keys[0];
-        const uint32_t pv = positions[0];
-        keys[0] = keys[n - 1u];
-        positions[0] = positions[n - 1u];
-        keys[n - 1u] = kv;
-        positions[n - 1u] = pv;
-        sift_pair(keys, positions, n - 1u, 0u);
-    }
+     * as its value. */
+    pb__lowest_ranks(x, 8u, 0u, end, k, positions);
+    for (size_t t = 0; t < k; ++t) keys[t] = x[positions[t]];
 }
