@@ -14,7 +14,6 @@
 #include "head_group_internal.h"
 #include "policy_internal.h"
 #include "struct_growth.h"
-#include "weight_check.h"
 
 
 /* The parts of the one block, in order. */
@@ -300,26 +299,17 @@ pb_status pb_kvcache_group_reset(pb_kvcache_group *group) {
     return PB_OK;
 }
 
-/* Nonzero if a weight of row[0 .. n-1] is invalid (docs/spec.md §1.2),
- * read by its bits as the instances read it: one branch-free pass that
- * vectorises. */
-static uint32_t row_bad(const float *row, size_t n) {
-    uint32_t bad = 0u;
-    for (size_t i = 0; i < n; i++) bad |= pb__weight_bad(row[i]);
-    return bad;
-}
-
 pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
                                    const float *attn, size_t head_stride,
                                    const size_t *attn_len) {
     if (group == NULL || (attn != NULL && attn_len == NULL))
         return PB_ERR_NULL;
-    return pb__group_observe(group, pos, attn, head_stride, attn_len, 1);
+    return pb__group_observe(group, pos, attn, head_stride, attn_len);
 }
 
 pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                             const float *attn, size_t head_stride,
-                            const size_t *attn_len, int check_weights) {
+                            const size_t *attn_len) {
     if (pos <= group->last_pos) return PB_ERR_POSITION;
     const uint32_t nh = group->num_heads;
     if (attn != NULL) {
@@ -328,19 +318,26 @@ pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                 return PB_ERR_LENGTH;
             if (nh > 1u && attn_len[h] > head_stride) return PB_ERR_LENGTH;
         }
-        for (uint32_t h = 0; h < nh && check_weights; h++)
-            if (row_bad(attn + (size_t)h * head_stride, attn_len[h]))
-                return PB_ERR_WEIGHT;
+    }
+    /* Every row is checked once, by each head's own check, before any
+     * head steps; take[] holds what each found until then. */
+    for (uint32_t h = 0; h < nh; h++) {
+        group->take[h] = 0u;
+        if (attn == NULL) continue;
+        const unsigned f = pb__kvcache_check_row(
+            group->heads[h], attn + (size_t)h * head_stride, attn_len[h]);
+        if (f & PB__WEIGHT_BAD) return PB_ERR_WEIGHT;
+        group->take[h] = f;
     }
     for (uint32_t h = 0; h < nh; h++)
         if (pb_kvcache_kept_count(group->heads[h]) >=
             pb_kvcache_capacity(group->heads[h]))
             return PB_ERR_FULL;
     for (uint32_t h = 0; h < nh; h++) {
-        const pb_status st = pb_kvcache_observe(
+        const pb_status st = pb__kvcache_observe_checked(
             group->heads[h], pos,
             attn != NULL ? attn + (size_t)h * head_stride : NULL,
-            attn != NULL ? attn_len[h] : 0u);
+            attn != NULL ? attn_len[h] : 0u, (unsigned)group->take[h]);
         assert(st == PB_OK);
         (void)st;
     }

@@ -73,16 +73,16 @@ size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
                        const size_t *cand_n, uint32_t num_heads, size_t k,
                        const size_t *must, size_t *take);
 
-/* pb_kvcache_group_observe after its NULL checks; check_weights 0 skips
- * the weight check for rows known valid (softmax output). */
+/* pb_kvcache_group_observe after its NULL checks: every row checked
+ * once (each head's own check, before any head steps). */
 pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                             const float *attn, size_t head_stride,
-                            const size_t *attn_len, int check_weights);
+                            const size_t *attn_len);
 
 /* The decode evict's choice of k victims across heads (with the musts
- * in must[]): each head lists its musts and one more candidate, and a
- * head whose list is taken lists twice as many while it has more, so the
- * victims are those pb__group_merge picks from full lists. take[h] gets
+ * in must[]): each head lists its musts and its even part of k plus one,
+ * and a head whose list is taken lists twice as many while it has more,
+ * so the victims are those pb__group_merge picks from full lists. take[h] gets
  * head h's count; returns their total (as pb__group_merge). */
 size_t pb__group_choose(pb_kvcache_group *group, size_t k);
 

@@ -164,6 +164,19 @@ size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
 void pb__kvcache_evict_positions(pb_kvcache *p, uint32_t *positions,
                                  size_t k, size_t *ranks, uint32_t *victims);
 
+/* pb_kvcache_observe's weight check of a row of n weights: the
+ * PB__WEIGHT_* flags (kernels.h) it finds (policy.c). */
+unsigned pb__kvcache_check_row(const pb_kvcache *p, const float *attn,
+                               size_t n);
+
+/* pb_kvcache_observe once its checks have passed (position, length, not
+ * full, and the weights by pb__kvcache_check_row, whose flags are
+ * passed): the step itself, so a caller of many instances that checked
+ * every row first does not check them again (policy.c). */
+pb_status pb__kvcache_observe_checked(pb_kvcache *p, uint32_t pos,
+                                      const float *attn, size_t attn_len,
+                                      unsigned flags);
+
 /* Nonzero if the prefill door refuses this instance (PB_ERR_PARAM): its
  * scorer has no prefill entry, or it has sinks (prefill.c). */
 int pb__prefill_refused(const pb_kvcache *p);

@@ -173,6 +173,17 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
         }
     }
     if (full) return PB_ERR_FULL;
+    return pb__kvcache_observe_checked(p, pos, attn, attn_len, flags);
+}
+
+unsigned pb__kvcache_check_row(const pb_kvcache *p, const float *attn,
+                               size_t n) {
+    return check_weights(p, attn, n);
+}
+
+pb_status pb__kvcache_observe_checked(pb_kvcache *p, uint32_t pos,
+                                      const float *attn, size_t attn_len,
+                                      unsigned flags) {
     const pb_status st = p->ops->observe(p, pos, attn, attn_len, flags);
     if (st == PB_OK) p->fresh = 0;
     return st;
