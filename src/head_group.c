@@ -138,6 +138,15 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     return PB_OK;
 }
 
+/* The plan and the block's layout for a config and params, as size and
+ * create both need them. */
+static pb_status plan_and_layout(const pb_kvcache_config *head,
+                                 const pb_kvcache_group_params *params,
+                                 group_plan *plan, group_layout *lay) {
+    const pb_status st = make_plan(head, params, plan);
+    return st == PB_OK ? make_layout(plan, lay) : st;
+}
+
 pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
                                 const pb_kvcache_group_params *params,
                                 pb_kvcache_group_plan_info *info) {
@@ -157,8 +166,7 @@ pb_status pb_kvcache_group_size(const pb_kvcache_config *head,
     if (bytes == NULL) return PB_ERR_NULL;
     group_plan plan;
     group_layout lay;
-    pb_status st = make_plan(head, params, &plan);
-    if (st == PB_OK) st = make_layout(&plan, &lay);
+    const pb_status st = plan_and_layout(head, params, &plan, &lay);
     if (st != PB_OK) return st;
     *bytes = lay.total;
     return PB_OK;
@@ -193,8 +201,7 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     *out = NULL;
     group_plan plan;
     group_layout lay;
-    pb_status st = make_plan(head, params, &plan);
-    if (st == PB_OK) st = make_layout(&plan, &lay);
+    pb_status st = plan_and_layout(head, params, &plan, &lay);
     if (st != PB_OK) return st;
     pb_allocator a;
     if (!pb__allocator_of(allocator, &a)) return PB_ERR_PARAM;
