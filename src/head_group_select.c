@@ -12,10 +12,6 @@
 #include "head_group_internal.h"
 #include "policy_internal.h"
 
-#ifndef PB__GROUP_EXTRA
-#define PB__GROUP_EXTRA 1u
-#endif
-
 /* The head's own lowest candidates through the scorer table: its
  * evictable range (as its evict sees it) and its `want` lowest by its
  * scorer's key, in the order its evict takes them. */
@@ -88,9 +84,11 @@ size_t pb__group_choose(pb_kvcache_group *g, size_t k) {
     const uint32_t nh = g->num_heads;
     const size_t stride = g->head_capacity;
     size_t total = 0;
-    /* Each head lists its musts and its even part of k, plus one to
-     * compete with: most evicts then need no second listing. */
-    const size_t even = k > 0u ? (k - 1u) / nh + PB__GROUP_EXTRA : 0u;
+    /* Each head lists its musts, its even part of k and one more to
+     * compete with: most evicts then list each head once (a second
+     * listing costs a head a second pass; measured in
+     * docs/head_adaptive.md). */
+    const size_t even = k > 0u ? (k - 1u) / nh + 2u : 0u;
     for (uint32_t h = 0; h < nh; h++) {
         const size_t want = g->must[h] + even;
         pb__group_peek_lowest(g, h, want, g->cand + h * stride, &g->cand_n[h]);
