@@ -2,7 +2,8 @@
  * head_group.c - the layer group (docs/spec.md §16): its plan, its one
  * allocation holding every head's instance and the scratch, the decode step
  * and the layer-wide evict. The heads are ordinary instances driven through
- * the public operations; the choice of victims across heads lives in
+ * the public operations and the scorer table (the lowest keys of a head,
+ * the evict of given ranks); the choice of victims across heads lives in
  * head_group_select.c, the prefill in head_group_prefill.c.
  */
 #include <assert.h>
@@ -13,12 +14,12 @@
 #include "head_group_internal.h"
 #include "policy_internal.h"
 #include "struct_growth.h"
-#include "weight_check.h"
 
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
-    size_t heads, take, must, cand_n, pos, x, cand, peek, prefill, instances,
+    size_t heads, take, must, cand_n, pos, x, ranks, cand, peek, prefill,
+        instances,
         total;
     size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
     size_t prefill_bytes;  /* reserved prefill workspace */
@@ -117,15 +118,13 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     lay->cand_n = pb__part(&at, h * sizeof(size_t));
     lay->pos = pb__part(&at, cap * sizeof(uint32_t));
     lay->x = pb__part(&at, cap * sizeof(double));
+    lay->ranks = pb__part(&at, cap * sizeof(size_t));
     if (cap > SIZE_MAX / sizeof(pb__group_entry) / h) return PB_ERR_TOO_LARGE;
     lay->cand = pb__part(&at, h * cap * sizeof(pb__group_entry));
-    lay->peek = pb__part(&at, cap * sizeof(double) +
-                                  pb__pool_work_bytes(plan->head.pool_kernel,
-                                                      cap));
+    lay->peek = pb__part(&at, pb__peek_work_bound(&plan->head));
     lay->prefill_bytes = 0;
     if (plan->params.prefill_max_len != 0u &&
-        pb__group_prefill_bytes(plan->info.num_heads, plan->head.capacity,
-                                plan->head.pool_kernel,
+        pb__group_prefill_bytes(plan->info.num_heads, &plan->head,
                                 plan->params.prefill_max_len,
                                 &lay->prefill_bytes) != PB_OK)
         return PB_ERR_TOO_LARGE;
@@ -137,6 +136,15 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
      * each head aligns its own slice. */
     lay->total = at.at;
     return PB_OK;
+}
+
+/* The plan and the block's layout for a config and params, as size and
+ * create both need them. */
+static pb_status plan_and_layout(const pb_kvcache_config *head,
+                                 const pb_kvcache_group_params *params,
+                                 group_plan *plan, group_layout *lay) {
+    const pb_status st = make_plan(head, params, plan);
+    return st == PB_OK ? make_layout(plan, lay) : st;
 }
 
 pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
@@ -158,8 +166,7 @@ pb_status pb_kvcache_group_size(const pb_kvcache_config *head,
     if (bytes == NULL) return PB_ERR_NULL;
     group_plan plan;
     group_layout lay;
-    pb_status st = make_plan(head, params, &plan);
-    if (st == PB_OK) st = make_layout(&plan, &lay);
+    const pb_status st = plan_and_layout(head, params, &plan, &lay);
     if (st != PB_OK) return st;
     *bytes = lay.total;
     return PB_OK;
@@ -194,8 +201,7 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     *out = NULL;
     group_plan plan;
     group_layout lay;
-    pb_status st = make_plan(head, params, &plan);
-    if (st == PB_OK) st = make_layout(&plan, &lay);
+    pb_status st = plan_and_layout(head, params, &plan, &lay);
     if (st != PB_OK) return st;
     pb_allocator a;
     if (!pb__allocator_of(allocator, &a)) return PB_ERR_PARAM;
@@ -212,11 +218,6 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->head_max = plan.info.head_max;
     g->head_capacity = plan.info.head_capacity;
     g->recent = plan.head.recent_window;
-    g->sinks = plan.head.sinks;
-    g->scorer = plan.head.scorer;
-    g->pool = plan.head.pool;
-    g->pool_kernel = plan.head.pool_kernel;
-    g->obs_window = plan.head.obs_window;
     g->layer_total = plan.info.layer_total;
     g->heads = (pb_kvcache **)(block + lay.heads);
     g->take = (size_t *)(block + lay.take);
@@ -225,6 +226,7 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->cand_n = (size_t *)(block + lay.cand_n);
     g->pos_scratch = (uint32_t *)(block + lay.pos);
     g->x_scratch = (double *)(block + lay.x);
+    g->rank_scratch = (size_t *)(block + lay.ranks);
     g->cand = (pb__group_entry *)(block + lay.cand);
     g->peek_work = block + lay.peek;
     g->prefill_ws = lay.prefill_bytes ? block + lay.prefill : NULL;
@@ -304,26 +306,17 @@ pb_status pb_kvcache_group_reset(pb_kvcache_group *group) {
     return PB_OK;
 }
 
-/* Nonzero if a weight of row[0 .. n-1] is invalid (docs/spec.md §1.2),
- * read by its bits as the instances read it: one branch-free pass that
- * vectorises. */
-static uint32_t row_bad(const float *row, size_t n) {
-    uint32_t bad = 0u;
-    for (size_t i = 0; i < n; i++) bad |= pb__weight_bad(row[i]);
-    return bad;
-}
-
 pb_status pb_kvcache_group_observe(pb_kvcache_group *group, uint32_t pos,
                                    const float *attn, size_t head_stride,
                                    const size_t *attn_len) {
     if (group == NULL || (attn != NULL && attn_len == NULL))
         return PB_ERR_NULL;
-    return pb__group_observe(group, pos, attn, head_stride, attn_len, 1);
+    return pb__group_observe(group, pos, attn, head_stride, attn_len);
 }
 
 pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                             const float *attn, size_t head_stride,
-                            const size_t *attn_len, int check_weights) {
+                            const size_t *attn_len) {
     if (pos <= group->last_pos) return PB_ERR_POSITION;
     const uint32_t nh = group->num_heads;
     if (attn != NULL) {
@@ -332,19 +325,26 @@ pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                 return PB_ERR_LENGTH;
             if (nh > 1u && attn_len[h] > head_stride) return PB_ERR_LENGTH;
         }
-        for (uint32_t h = 0; h < nh && check_weights; h++)
-            if (row_bad(attn + (size_t)h * head_stride, attn_len[h]))
-                return PB_ERR_WEIGHT;
+    }
+    /* Every row is checked once, by each head's own check, before any
+     * head steps; take[] holds what each found until then. */
+    for (uint32_t h = 0; h < nh; h++) {
+        group->take[h] = 0u;
+        if (attn == NULL) continue;
+        const unsigned f = pb__kvcache_check_row(
+            group->heads[h], attn + (size_t)h * head_stride, attn_len[h]);
+        if (f & PB__WEIGHT_BAD) return PB_ERR_WEIGHT;
+        group->take[h] = f;
     }
     for (uint32_t h = 0; h < nh; h++)
         if (pb_kvcache_kept_count(group->heads[h]) >=
             pb_kvcache_capacity(group->heads[h]))
             return PB_ERR_FULL;
     for (uint32_t h = 0; h < nh; h++) {
-        const pb_status st = pb_kvcache_observe(
+        const pb_status st = pb__kvcache_observe_checked(
             group->heads[h], pos,
             attn != NULL ? attn + (size_t)h * head_stride : NULL,
-            attn != NULL ? attn_len[h] : 0u);
+            attn != NULL ? attn_len[h] : 0u, (unsigned)group->take[h]);
         assert(st == PB_OK);
         (void)st;
     }
@@ -385,14 +385,12 @@ pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
         const size_t take = needed ? group->take[h] : 0u;
         counts[h] = take;
         if (take == 0u) continue;
-        const size_t kept = pb_kvcache_kept_count(group->heads[h]);
-        size_t n = 0;
-        const pb_status st =
-            pb_kvcache_evict(group->heads[h], (uint32_t)(kept - take),
-                             victims + at, take, &n);
-        assert(st == PB_OK && n == take);
-        (void)st;
-        at += n;
+        /* Exactly the head's chosen positions, by its evict of ranks. */
+        const pb__group_entry *c = group->cand + (size_t)h * group->head_capacity;
+        for (size_t i = 0; i < take; i++) group->pos_scratch[i] = c[i].pos;
+        pb__kvcache_evict_positions(group->heads[h], group->pos_scratch, take,
+                                    group->rank_scratch, victims + at);
+        at += take;
     }
     if (needed) group->fresh = 0;
     *n_victims = at;

@@ -2,8 +2,10 @@
  * head_group_internal.h - the layer group's record and the selection it
  * shares between decode evict and prefill (internal). It owns nothing of
  * the per-head engine: a group drives its heads through the public
- * operations of pyramidkv.h, and reads their ranking keys through one
- * function, pb__group_peek_lowest (the scorer table's lowest entry).
+ * operations of pyramidkv.h and the engine's table doors
+ * (instance_internal.h): a head's lowest keys (pb__kvcache_lowest, at
+ * prefill pb__kvcache_prefill_lowest) and the evict of the positions the
+ * group chose (pb__kvcache_evict_positions).
  */
 #ifndef PB_SRC_HEAD_GROUP_INTERNAL_H
 #define PB_SRC_HEAD_GROUP_INTERNAL_H
@@ -31,11 +33,6 @@ struct pb_kvcache_group {
     uint32_t head_max;
     uint32_t head_capacity;
     uint32_t recent;        /* recent_window */
-    uint32_t sinks;
-    uint32_t scorer;
-    uint32_t pool;
-    uint32_t pool_kernel;
-    uint32_t obs_window;
     uint32_t last_pos;      /* the newest position admitted */
     int fresh;              /* no step, evict or prefill since reset */
     uint64_t layer_total;   /* T */
@@ -46,6 +43,7 @@ struct pb_kvcache_group {
     size_t *cand_n;         /* [num_heads] candidates listed per head */
     uint32_t *pos_scratch;  /* [head_capacity] held positions of one head */
     double *x_scratch;      /* [head_capacity] scores of one head */
+    size_t *rank_scratch;   /* [head_capacity] victim ranks of one head */
     pb__group_entry *cand;  /* [num_heads * head_capacity] candidates */
     void *peek_work;        /* the engine peek's work area */
     void *prefill_ws;       /* reserved prefill workspace, or NULL */
@@ -66,14 +64,6 @@ static inline int pb__group_entry_less(const pb__group_entry *a,
 void pb__group_peek_lowest(const pb_kvcache_group *group, uint32_t h,
                            size_t want, pb__group_entry *out, size_t *n_out);
 
-/* The ranking keys of ranks first .. end-1 from the scores x[0 .. n-1] of
- * every held rank (positions pos[]), pooled for the window scorer, and the
- * `want` lowest of them, floor excepted, as pb__group_peek_lowest. */
-void pb__group_lowest_of(const pb_kvcache_group *group, const double *x,
-                         const uint32_t *pos, size_t n, size_t first,
-                         size_t end, size_t want, pb__group_entry *out,
-                         size_t *n_out);
-
 /* Merges the per-head ascending lists lists[h * stride ..] of cand_n[h]
  * entries: first min(must[h], cand_n[h]) of each head's, then the lowest
  * by (key, position, head) until k are taken; take[h] gets how many of
@@ -83,24 +73,24 @@ size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
                        const size_t *cand_n, uint32_t num_heads, size_t k,
                        const size_t *must, size_t *take);
 
-/* pb_kvcache_group_observe after its NULL checks; check_weights 0 skips
- * the weight check for rows known valid (softmax output). */
+/* pb_kvcache_group_observe after its NULL checks: every row checked
+ * once (each head's own check, before any head steps). */
 pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
                             const float *attn, size_t head_stride,
-                            const size_t *attn_len, int check_weights);
+                            const size_t *attn_len);
 
 /* The decode evict's choice of k victims across heads (with the musts
- * in must[]): each head lists its musts and one more candidate, and a
- * head whose list is taken lists twice as many while it has more, so the
- * victims are those pb__group_merge picks from full lists. take[h] gets
+ * in must[]): each head lists its musts and its even part of k plus one,
+ * and a head whose list is taken lists twice as many while it has more,
+ * so the victims are those pb__group_merge picks from full lists. take[h] gets
  * head h's count; returns their total (as pb__group_merge). */
 size_t pb__group_choose(pb_kvcache_group *group, size_t k);
 
 /* The bytes of prefill workspace for a prompt of len positions
  * (pb_kvcache_group_prefill_workspace_size), from the plan alone.
  * PB_ERR_TOO_LARGE if it does not fit in size_t. */
-pb_status pb__group_prefill_bytes(uint32_t num_heads, uint32_t capacity,
-                                  uint32_t pool_kernel, size_t len,
+pb_status pb__group_prefill_bytes(uint32_t num_heads,
+                                  const pb_kvcache_config *head, size_t len,
                                   size_t *bytes);
 
 #endif /* PB_SRC_HEAD_GROUP_INTERNAL_H */

@@ -1,8 +1,8 @@
 /*
- * head_group_prefill.c - a layer group's prefill (docs/spec.md §16.4): every
- * head's window scores computed from its rows as the decode steps of
- * docs/spec.md §7.1 would leave them, the victims chosen across heads as a
- * group evict chooses them, then each head compressed by its own
+ * head_group_prefill.c - a layer group's prefill (docs/spec.md §16.4): each
+ * head's lowest ranking keys of the prompt from its scorer's prefill entry
+ * (the keys its own prefill ranks by), the victims chosen across heads as
+ * a group evict chooses them, then each head compressed by its own
  * pb_kvcache_prefill with its exact count.
  */
 #include <assert.h>
@@ -13,23 +13,17 @@
 #include "policy_internal.h"
 #include "weight_check.h"
 
-/* docs/spec.md §7.5 for an instance of this capacity and kernel. */
-static size_t head_workspace(uint32_t capacity, uint32_t pool_kernel,
-                             size_t len) {
-    size_t b = 8u * len + 8u * (len / 4u);
-    if (pool_kernel > 1u && capacity < pool_kernel && capacity < len)
-        b += 16u * (pool_kernel < len ? pool_kernel : len);
-    return b;
-}
-
-pb_status pb__group_prefill_bytes(uint32_t num_heads, uint32_t capacity,
-                                  uint32_t pool_kernel, size_t len,
+pb_status pb__group_prefill_bytes(uint32_t num_heads,
+                                  const pb_kvcache_config *head, size_t len,
                                   size_t *bytes) {
     if (len > UINT32_MAX || len > SIZE_MAX / 64u / num_heads)
         return PB_ERR_TOO_LARGE;
     const size_t cand = pb__lines(16u * (size_t)num_heads * len);
     const size_t one = pb__lines(16u * len);
-    const size_t ws = pb__lines(head_workspace(capacity, pool_kernel, len));
+    size_t head_bytes = 0;
+    if (pb__prefill_bytes_of(head, len, &head_bytes) != PB_OK)
+        return PB_ERR_TOO_LARGE;
+    const size_t ws = pb__lines(head_bytes);
     if (SIZE_MAX - cand < one || SIZE_MAX - cand - one < ws)
         return PB_ERR_TOO_LARGE;
     *bytes = cand + one + ws;
@@ -41,32 +35,10 @@ pb_status pb_kvcache_group_prefill_workspace_size(
     if (group == NULL || bytes == NULL) return PB_ERR_NULL;
     size_t b = 0;
     const pb_status st = pb__group_prefill_bytes(
-        group->num_heads, group->head_capacity, group->pool_kernel, len, &b);
+        group->num_heads, &group->head, len, &b);
     if (st != PB_OK) return st;
     *bytes = b;
     return PB_OK;
-}
-
-/* The window score of every position 0 .. len-1 after the rows as decode
- * steps: slot t holds the latest observed step m = t (mod obs_window), whose
- * row j = m + skip observes p < q_j; the sum runs in slot order. */
-static void window_scores(const float *rows_attn, size_t rows, size_t len,
-                          uint32_t obs_window, double *x, uint32_t *pos) {
-    const size_t skip = rows == len ? 1u : 0u;
-    const size_t steps = rows - skip;
-    for (size_t p = 0; p < len; p++) {
-        double sum = 0.0;
-        for (size_t t = 0; t < obs_window && t < steps; t++) {
-            const size_t m = t + (size_t)obs_window * ((steps - 1u - t) /
-                                                      obs_window);
-            const size_t j = m + skip;
-            const size_t q = len - rows + j;
-            const float e = p < q ? rows_attn[j * len + p] : 0.0f;
-            sum += (double)e;
-        }
-        x[p] = sum;
-        pos[p] = (uint32_t)p;
-    }
 }
 
 pb_status pb_kvcache_group_prefill(
@@ -78,8 +50,7 @@ pb_status pb_kvcache_group_prefill(
         return PB_ERR_NULL;
     const uint32_t nh = group->num_heads;
     if (len == 0u || rows == 0u || rows > len ||
-        pb__scorer_ops_of(group->scorer)->prefill == NULL ||
-        group->sinks != 0u ||
+        pb__prefill_refused(group->heads[0]) ||
         (workspace != NULL &&
          ((uintptr_t)workspace % PB_PREFILL_WORKSPACE_ALIGN) != 0u))
         return PB_ERR_PARAM;
@@ -92,8 +63,7 @@ pb_status pb_kvcache_group_prefill(
             if (pb__weight_bad(a[i])) return PB_ERR_WEIGHT;
     }
     size_t need = 0;
-    if (pb__group_prefill_bytes(nh, group->head_capacity, group->pool_kernel,
-                                len, &need) != PB_OK)
+    if (pb__group_prefill_bytes(nh, &group->head, len, &need) != PB_OK)
         return PB_ERR_TOO_LARGE;
     unsigned char *ws = (unsigned char *)workspace;
     if (ws == NULL) {
@@ -110,8 +80,9 @@ pb_status pb_kvcache_group_prefill(
     double *x = (double *)(ws + cand_bytes);
     uint32_t *pos = (uint32_t *)(ws + cand_bytes + 8u * len);
     unsigned char *head_ws = ws + cand_bytes + pb__lines(16u * len);
-    const size_t head_ws_bytes =
-        pb__lines(head_workspace(group->head_capacity, group->pool_kernel, len));
+    size_t head_ws_bytes = 0;
+    (void)pb__prefill_bytes_of(&group->head, len, &head_ws_bytes); /* fits */
+    head_ws_bytes = pb__lines(head_ws_bytes);
 
     const uint64_t held = (uint64_t)nh * len;
     const uint64_t target =
@@ -127,13 +98,27 @@ pb_status pb_kvcache_group_prefill(
         group->must[h] = must;
     }
     if (k > 0u || must > 0u) {
-        const size_t r = group->recent < len ? group->recent : len;
+        const size_t want = k > must ? k : must;
         for (uint32_t h = 0; h < nh; h++) {
-            window_scores(attn + (size_t)h * head_stride, rows, len,
-                          group->obs_window, x, pos);
-            pb__group_lowest_of(group, x, pos, len, 0u, len - r,
-                                k > must ? k : must, cand + (size_t)h * len,
-                                &group->cand_n[h]);
+            /* The head's lowest keys by its scorer's prefill entry, its
+             * floor best-ranked evictable positions excepted. */
+            pb_kvcache *head = group->heads[h];
+            const size_t e = pb__kvcache_prefill_evictable(head, len);
+            const size_t cands = e > group->floor ? e - group->floor : 0u;
+            const size_t w = want < cands ? want : cands;
+            pb__group_entry *out = cand + (size_t)h * len;
+            group->cand_n[h] = w;
+            if (w == 0u) continue;
+            const pb_status st = pb__kvcache_prefill_lowest(
+                head, attn + (size_t)h * head_stride, rows, len, head_ws,
+                head_ws_bytes, e, w, pos, x);
+            assert(st == PB_OK); /* the door checked for a prefill entry */
+            (void)st;
+            for (size_t i = 0; i < w; i++) {
+                out[i].key = x[i];
+                out[i].pos = pos[i];
+                out[i].pad_ = 0u;
+            }
         }
         taken = pb__group_merge(cand, len, group->cand_n, nh, k, group->must,
                                 group->take);

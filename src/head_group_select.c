@@ -1,98 +1,16 @@
 /*
  * head_group_select.c - the choice of victims across a layer's heads
- * (docs/spec.md §16.3): each head's ranking keys read back from its
- * instance, the lowest candidates of each head (its floor excepted) and
- * their merge by key, position and head index. It changes no instance; the
- * group then asks each head's own evict for its exact count.
+ * (docs/spec.md §16.3): the lowest candidates of each head (its floor
+ * excepted) from its scorer's lowest entry, and their merge by key,
+ * position and head index. It decides no eviction; the group then has
+ * each head evict exactly its chosen positions (evict_ranks), so a layer
+ * evict selects once. No pooling, protection or scorer rule lives here:
+ * the keys and the evictable range are the scorer table's.
  */
 #include <assert.h>
 
 #include "head_group_internal.h"
 #include "policy_internal.h"
-
-/* The key rank i is ranked by: pooled window score, the scorer's score, or
- * the position itself (no scorer: the oldest go first). */
-static double key_of(const pb_kvcache_group *g, const double *x,
-                     const uint32_t *pos, size_t n, size_t i) {
-    if (g->scorer == PB_SCORER_NONE) return (double)pos[i];
-    if (g->scorer != PB_SCORER_WINDOW || g->pool_kernel == 1u) {
-        if (g->scorer == PB_SCORER_WINDOW && g->pool == PB_POOL_AVG)
-            return x[i] / 1.0;
-        return x[i];
-    }
-    const size_t half = (g->pool_kernel - 1u) / 2u;
-    const size_t lo = i > half ? i - half : 0u;
-    const size_t hi = n - 1u - i > half ? i + half : n - 1u;
-    if (g->pool == PB_POOL_MAX) {
-        double m = x[lo];
-        for (size_t j = lo + 1u; j <= hi; j++)
-            if (x[j] > m) m = x[j];
-        return m;
-    }
-    double sum = 0.0;
-    for (size_t j = lo; j <= hi; j++) sum += x[j];
-    return sum / (double)g->pool_kernel;
-}
-
-/* Max-heap on pb__group_entry_less: the root is the worst kept so far. */
-static void sift_down(pb__group_entry *h, size_t n, size_t i) {
-    for (;;) {
-        size_t big = i;
-        const size_t l = 2u * i + 1u, r = l + 1u;
-        if (l < n && pb__group_entry_less(&h[big], &h[l])) big = l;
-        if (r < n && pb__group_entry_less(&h[big], &h[r])) big = r;
-        if (big == i) return;
-        const pb__group_entry t = h[i];
-        h[i] = h[big];
-        h[big] = t;
-        i = big;
-    }
-}
-
-static void sift_up(pb__group_entry *h, size_t i) {
-    while (i > 0u) {
-        const size_t p = (i - 1u) / 2u;
-        if (!pb__group_entry_less(&h[p], &h[i])) return;
-        const pb__group_entry t = h[i];
-        h[i] = h[p];
-        h[p] = t;
-        i = p;
-    }
-}
-
-void pb__group_lowest_of(const pb_kvcache_group *g, const double *x,
-                         const uint32_t *pos, size_t n, size_t first,
-                         size_t end, size_t want, pb__group_entry *out,
-                         size_t *n_out) {
-    const size_t evictable = end > first ? end - first : 0u;
-    const size_t cands = evictable > g->floor ? evictable - g->floor : 0u;
-    const size_t w = want < cands ? want : cands;
-    size_t m = 0;
-    if (w > 0u) {
-        for (size_t i = first; i < end; i++) {
-            pb__group_entry e;
-            e.key = key_of(g, x, pos, n, i);
-            e.pos = pos[i];
-            e.pad_ = 0u;
-            if (m < w) {
-                out[m] = e;
-                sift_up(out, m);
-                m++;
-            } else if (pb__group_entry_less(&e, &out[0])) {
-                out[0] = e;
-                sift_down(out, m, 0u);
-            }
-        }
-        /* Heap sort: the largest to the end, so out ascends. */
-        for (size_t k = m; k > 1u; k--) {
-            const pb__group_entry t = out[0];
-            out[0] = out[k - 1u];
-            out[k - 1u] = t;
-            sift_down(out, k - 1u, 0u);
-        }
-    }
-    *n_out = m;
-}
 
 /* The head's own lowest candidates through the scorer table: its
  * evictable range (as its evict sees it) and its `want` lowest by its
@@ -166,9 +84,13 @@ size_t pb__group_choose(pb_kvcache_group *g, size_t k) {
     const uint32_t nh = g->num_heads;
     const size_t stride = g->head_capacity;
     size_t total = 0;
+    /* Each head lists its musts, its even part of k and one more to
+     * compete with: most evicts then list each head once (a second
+     * listing costs a head a second pass; measured in
+     * docs/head_adaptive.md). */
+    const size_t even = k > 0u ? (k - 1u) / nh + 2u : 0u;
     for (uint32_t h = 0; h < nh; h++) {
-        /* Its musts, and one more to compete with while k asks for any. */
-        const size_t want = g->must[h] + (k > 0u ? 1u : 0u);
+        const size_t want = g->must[h] + even;
         pb__group_peek_lowest(g, h, want, g->cand + h * stride, &g->cand_n[h]);
         g->take[h] = g->must[h] < g->cand_n[h] ? g->must[h] : g->cand_n[h];
         total += g->take[h];

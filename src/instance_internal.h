@@ -154,4 +154,58 @@ size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
                           uint32_t *positions, double *scores, size_t cap,
                           void *work);
 
+/* Evicts exactly the held positions positions[0 .. k-1] (k >= 1: the k
+ * an evict of k would choose, as pb__kvcache_lowest lists them), by the
+ * scorer's evict_ranks entry: no second selection (its evict where it has
+ * none). Sorts
+ * positions[] ascending in place and uses ranks[0 .. k-1] as scratch;
+ * their positions go ascending to victims[]. Allocates nothing
+ * (policy.c). */
+void pb__kvcache_evict_positions(pb_kvcache *p, uint32_t *positions,
+                                 size_t k, size_t *ranks, uint32_t *victims);
+
+/* pb_kvcache_observe's weight check of a row of n weights: the
+ * PB__WEIGHT_* flags (kernels.h) it finds (policy.c). */
+unsigned pb__kvcache_check_row(const pb_kvcache *p, const float *attn,
+                               size_t n);
+
+/* pb_kvcache_observe once its checks have passed (position, length, not
+ * full, and the weights by pb__kvcache_check_row, whose flags are
+ * passed): the step itself, so a caller of many instances that checked
+ * every row first does not check them again (policy.c). */
+pb_status pb__kvcache_observe_checked(pb_kvcache *p, uint32_t pos,
+                                      const float *attn, size_t attn_len,
+                                      unsigned flags);
+
+/* Nonzero if the prefill door refuses this instance (PB_ERR_PARAM): its
+ * scorer has no prefill entry, or it has sinks (prefill.c). */
+int pb__prefill_refused(const pb_kvcache *p);
+
+/* The prefill workspace an instance created from cfg (its capacity set)
+ * asks for a prompt of len positions, as
+ * pb_kvcache_prefill_workspace_size reports it (prefill.c).
+ * PB_ERR_TOO_LARGE if it does not fit. */
+pb_status pb__prefill_bytes_of(const pb_kvcache_config *cfg, size_t len,
+                               size_t *bytes);
+
+/* The most pb__kvcache_peek_work_bytes asks of an instance created from
+ * cfg (its capacity set), whatever its scorer (policy.c). */
+size_t pb__peek_work_bound(const pb_kvcache_config *cfg);
+
+/* The positions a consistent-scope prefill of a prompt of len positions
+ * may evict: all but the newest min(recent_window, len) (prefill.c). */
+size_t pb__kvcache_prefill_evictable(const pb_kvcache *p, size_t len);
+
+/* The scorer's prefill_lowest entry (scorer_ops.h) for a fresh instance
+ * and a checked prompt (attn, rows, len; workspace of
+ * pb_kvcache_prefill_workspace_size bytes): the k (<= end, end <=
+ * pb__kvcache_prefill_evictable) lowest ranking keys among positions 0 ..
+ * end-1, ascending by (key, position). PB_ERR_PARAM where the scorer has
+ * no prefill (prefill.c). */
+pb_status pb__kvcache_prefill_lowest(pb_kvcache *p, const float *attn,
+                                     size_t rows, size_t len, void *workspace,
+                                     size_t workspace_bytes, size_t end,
+                                     size_t k, uint32_t *positions,
+                                     double *keys);
+
 #endif /* PB_SRC_INSTANCE_INTERNAL_H */

@@ -173,6 +173,17 @@ pb_status pb_kvcache_observe(pb_kvcache *policy, uint32_t pos,
         }
     }
     if (full) return PB_ERR_FULL;
+    return pb__kvcache_observe_checked(p, pos, attn, attn_len, flags);
+}
+
+unsigned pb__kvcache_check_row(const pb_kvcache *p, const float *attn,
+                               size_t n) {
+    return check_weights(p, attn, n);
+}
+
+pb_status pb__kvcache_observe_checked(pb_kvcache *p, uint32_t pos,
+                                      const float *attn, size_t attn_len,
+                                      unsigned flags) {
     const pb_status st = p->ops->observe(p, pos, attn, attn_len, flags);
     if (st == PB_OK) p->fresh = 0;
     return st;
@@ -243,6 +254,13 @@ size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p) {
     return p->ops->peek_work_bytes(p);
 }
 
+size_t pb__peek_work_bound(const pb_kvcache_config *cfg) {
+    /* The window scorer's: a score per held rank and its pooling scratch;
+     * the score sources need none. */
+    const size_t cap = (size_t)cfg->capacity;
+    return cap * sizeof(double) + pb__pool_work_bytes(cfg->pool_kernel, cap);
+}
+
 size_t pb__kvcache_peek_lowest(const pb_kvcache *p, uint32_t budget,
                                uint32_t *positions, double *scores,
                                size_t cap, void *work) {
@@ -264,6 +282,63 @@ size_t pb__kvcache_lowest(pb_kvcache *p, uint32_t budget,
     const size_t k = needed < cap ? needed : cap;
     if (k > 0u) p->ops->lowest(p, first, end, k, positions, scores, work);
     return needed;
+}
+
+/* Restores the max-heap a[0 .. n-1] below i. */
+static void sift_u32(uint32_t *a, size_t n, size_t i) {
+    const uint32_t v = a[i];
+    for (;;) {
+        size_t c = 2u * i + 1u;
+        if (c >= n) break;
+        if (c + 1u < n && a[c + 1u] > a[c]) c++;
+        if (a[c] <= v) break;
+        a[i] = a[c];
+        i = c;
+    }
+    a[i] = v;
+}
+
+/* Sorts a[0 .. n-1] ascending: insertion for the few of a decode step,
+ * a heap sort beyond, so no count costs quadratic time. */
+static void sort_u32(uint32_t *a, size_t n) {
+    if (n <= 16u) {
+        for (size_t i = 1; i < n; i++) {
+            const uint32_t v = a[i];
+            size_t j = i;
+            for (; j > 0u && a[j - 1u] > v; j--) a[j] = a[j - 1u];
+            a[j] = v;
+        }
+        return;
+    }
+    for (size_t i = n / 2u; i-- > 0u;) sift_u32(a, n, i);
+    for (size_t m = n; m > 1u; m--) {
+        const uint32_t t = a[0];
+        a[0] = a[m - 1u];
+        a[m - 1u] = t;
+        sift_u32(a, m - 1u, 0u);
+    }
+}
+
+void pb__kvcache_evict_positions(pb_kvcache *p, uint32_t *positions,
+                                 size_t k, size_t *ranks, uint32_t *victims) {
+    assert(k >= 1u && k <= p->kept);
+    if (p->ops->evict_ranks == NULL) {
+        /* The scorer's own evict of k chooses the same positions (they
+         * are its k lowest), selecting a second time. */
+        size_t first, end, needed;
+        evict_range(p, (uint32_t)(p->kept - k), &first, &end, &needed);
+        assert(needed == k);
+        p->ops->evict(p, first, end, needed, victims);
+        return;
+    }
+    sort_u32(positions, k);
+    const pb__holes h = pb__holes_of(p);
+    for (size_t t = 0; t < k; t++) {
+        const size_t col = pb__column_at_least(p, h, positions[t]);
+        assert(col < p->kept + h.n && p->pos[col] == positions[t]);
+        ranks[t] = col - pb__holes_below(h, col);
+    }
+    p->ops->evict_ranks(p, ranks, k, victims);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -28,6 +28,23 @@ pb_status pb__prefill_scratch_of(uint32_t pool_kernel, size_t work_bytes,
     return PB_OK;
 }
 
+int pb__prefill_refused(const pb_kvcache *p) {
+    /* Prompt scoring is a scorer's entry, and the door knows no sinks. */
+    return p->ops->prefill == NULL || p->cfg.sinks != 0u;
+}
+
+pb_status pb__prefill_bytes_of(const pb_kvcache_config *cfg, size_t len,
+                               size_t *bytes) {
+    pb__prefill_scratch need;
+    if (pb__prefill_scratch_of(
+            cfg->pool_kernel,
+            pb__pool_work_bytes(cfg->pool_kernel, (size_t)cfg->capacity), len,
+            &need) != PB_OK)
+        return PB_ERR_TOO_LARGE;
+    *bytes = need.total;
+    return PB_OK;
+}
+
 PB_API pb_status pb_kvcache_prefill_workspace_size(const pb_kvcache *policy,
                                                    size_t len, size_t *bytes) {
     if (policy == NULL || bytes == NULL) return PB_ERR_NULL;
@@ -51,9 +68,7 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
                                     size_t *n_kept) {
     if (policy == NULL || attn == NULL || n_kept == NULL) return PB_ERR_NULL;
     if (len == 0u || rows == 0u || rows > len) return PB_ERR_PARAM;
-    /* Prompt scoring is a scorer's entry, and the door knows no sinks. */
-    if (policy->ops->prefill == NULL || policy->cfg.sinks != 0u)
-        return PB_ERR_PARAM;
+    if (pb__prefill_refused(policy)) return PB_ERR_PARAM;
     if (policy->cfg.prefill_scope == (uint32_t)PB_PREFILL_REFERENCE &&
         rows != (size_t)policy->cfg.recent_window)
         return PB_ERR_PARAM;
@@ -63,4 +78,24 @@ PB_API pb_status pb_kvcache_prefill(pb_kvcache *policy, const float *attn,
                            workspace, workspace_bytes, kept, kept_cap,
                            victims, victims_cap};
     return policy->ops->prefill(policy, &in, n_kept);
+}
+
+size_t pb__kvcache_prefill_evictable(const pb_kvcache *p, size_t len) {
+    const size_t rw = (size_t)p->cfg.recent_window;
+    return len - (rw < len ? rw : len);
+}
+
+pb_status pb__kvcache_prefill_lowest(pb_kvcache *p, const float *attn,
+                                     size_t rows, size_t len, void *workspace,
+                                     size_t workspace_bytes, size_t end,
+                                     size_t k, uint32_t *positions,
+                                     double *keys) {
+    if (p->ops->prefill_lowest == NULL) return PB_ERR_PARAM;
+    const pb__prompt in = {attn,      rows,
+                           len,       0u,
+                           workspace, workspace_bytes,
+                           NULL,      0u,
+                           NULL,      0u};
+    p->ops->prefill_lowest(p, &in, end, k, positions, keys);
+    return PB_OK;
 }

@@ -35,6 +35,5 @@ pb_status pb_qk_group_observe(pb_qk *qk, pb_kvcache_group *group,
         if (st != PB_OK) return st;
         group->cand_n[h] = pb_kvcache_kept_count(group->heads[h]);
     }
-    /* Softmax rows are finite and in [0, 1]: no weight check again. */
-    return pb__group_observe(group, pos, rows, stride, group->cand_n, 0);
+    return pb__group_observe(group, pos, rows, stride, group->cand_n);
 }

@@ -4,7 +4,8 @@
  * exact sums are streamed a block at a time (the streaming path,
  * score_stream.c).
  *
- * Owns the filtered selection, which reads the quantised window sums (one
+ * Owns the filtered selection's scan (its decision among the candidates
+ * is filter_decide.c), which reads the quantised window sums (one
  * per held position, kept current by every decode step while they are
  * wanted: window_sums.c). It does not own the exact window score, which
  * stays the ring's (window_ring.c), nor the decision which path an evict
@@ -89,10 +90,6 @@
 /* ------------------------------------------------------------------------ */
 /* Selection                                                                */
 
-/* T*(m): no rank whose window max of sums exceeds it can be a victim. */
-static double threshold(double m, double obs) {
-    return m + (2.0 * obs + 2.0) + (obs * m) * 0x1p-49;
-}
 
 /* A max-heap of the `needed` smallest window maxima seen so far. */
 static void heap_sift_down(double *heap, size_t n, size_t i) {
@@ -119,24 +116,6 @@ static void heap_push(double *heap, size_t n, double v) {
     heap[i] = v;
 }
 
-/* The exact window score of rank j, through a small cache: a candidate's
- * window overlaps its neighbour's. */
-typedef struct score_cache {
-    size_t rank[32]; /* > 2 * PB__DOUBLING_MAX_HALF + 1 */
-    double score[32];
-} score_cache;
-
-static double exact_score(const pb__window *p, score_cache *c, size_t j) {
-    const size_t k = j % 32u;
-    if (c->rank[k] != j) {
-        const size_t col = pb__ring_column_of(p->holes, p->n_holes, j);
-        c->rank[k] = j;
-        c->score[k] =
-            pb__ring_window_score(p->ring, p->row_stride, p->obs_window, col,
-                                  p->lazy_holes, p->n_lazy, p->dense_rows);
-    }
-    return c->score[k];
-}
 
 /* The least double above v >= 0 (v finite). */
 static double next_up(double v) {
@@ -218,14 +197,14 @@ static void take(pb__window *p, scan_state *st, size_t rank, double v) {
     }
     if (!st->fixed && st->heap_n < st->needed) {
         heap_push(p->heap, st->heap_n++, v);
-        if (st->heap_n == st->needed) st->thr = threshold(p->heap[0], st->obs);
+        if (st->heap_n == st->needed) st->thr = pb__filter_threshold(p->heap[0], st->obs);
         st->overflow |= !record(p, &st->nc, rank, v);
         return;
     }
     if (!st->fixed && v < p->heap[0]) {
         p->heap[0] = v;
         heap_sift_down(p->heap, st->heap_n, 0u);
-        st->thr = threshold(p->heap[0], st->obs);
+        st->thr = pb__filter_threshold(p->heap[0], st->obs);
     }
     if (v <= st->thr) st->overflow |= !record(p, &st->nc, rank, v);
 }
@@ -292,13 +271,13 @@ static size_t scan_pass(pb__window *p, size_t evictable, size_t needed,
         }
         if (a == p->n_holes || p->holes[a] != p->seed_col) {
             const double m = window_max_at(p, p->seed_col, a);
-            seed_thr = exact ? m : threshold(m, st.obs);
+            seed_thr = exact ? m : pb__filter_threshold(m, st.obs);
         }
     }
     /* A guessed bound (see scan) stands in for the seed when it is lower;
      * the caller checks afterwards that it held. */
     if (guess >= 0.0) {
-        const double g = exact ? guess : threshold(guess, st.obs);
+        const double g = exact ? guess : pb__filter_threshold(guess, st.obs);
         if (seed_thr < 0.0 || g < seed_thr) seed_thr = g;
     }
     size_t c = 0;
@@ -397,8 +376,8 @@ static double scan_top(const pb__window *p, const scan_state *st) {
  * the guess. The margin adapts to how many columns the guessed scans
  * take: it halves above PB__GUESS_MANY, doubles below PB__GUESS_FEW and
  * grows fourfold after a miss. Only the time depends on it. */
-static size_t scan(pb__window *p, size_t evictable, size_t needed,
-                   double thr, int exact) {
+size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
+                       double thr, int exact) {
     scan_state st;
     const int one = thr < 0.0 && needed == 1u + (size_t)exact;
     if (one && p->guess_m >= 0.0) {
@@ -430,10 +409,10 @@ static size_t scan(pb__window *p, size_t evictable, size_t needed,
  * victims are the `needed` least (window max, rank) pairs, with no bound,
  * no exact score and no limit on ties. The heap keeps one pair more when
  * there is one: the runner-up, the next scan's seed. */
-static int select_exact(pb__window *p, size_t evictable, size_t needed,
-                        size_t *ranks) {
+int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
+                            size_t *ranks) {
     const size_t keep = needed < evictable ? needed + 1u : needed;
-    scan(p, evictable, keep, -1.0, 1);
+    pb__filter_scan(p, evictable, keep, -1.0, 1);
     struct pb__candidate *heap = p->cands;
     size_t n = keep;
     p->seed_col = SIZE_MAX;
@@ -446,113 +425,3 @@ static int select_exact(pb__window *p, size_t evictable, size_t needed,
     pb__sort_ranks(ranks, needed);
     return 1;
 }
-
-int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
-                      size_t *ranks) {
-    assert(p->filter_ok && p->sums_valid);
-    assert(needed >= 1u && needed <= PB__FILTER_MAX_NEEDED);
-    assert(needed <= evictable && evictable <= p->c.kept);
-    const double obs = (double)p->obs_window;
-    const size_t h = p->half_kernel;
-#ifndef NDEBUG
-    for (size_t t = 0; t < p->n_holes; ++t)
-        assert(p->scores[p->holes[t]] == 0.0);
-#endif
-
-    if (p->obs_window <= 64u && p->rounded_rows == 0u)
-        return select_exact(p, evictable, needed, ranks);
-    size_t nc = scan(p, evictable, needed, -1.0, 0);
-    const double thr = threshold(p->heap[0], obs); /* the heap is full */
-    if (nc == SIZE_MAX) {
-        nc = scan(p, evictable, needed, thr, 0);
-        if (nc == SIZE_MAX) return 0;
-    } else {
-        size_t w = 0;
-        for (size_t c = 0; c < nc; ++c)
-            if (p->cands[c].value <= thr) p->cands[w++] = p->cands[c];
-        nc = w;
-    }
-    assert(nc >= needed);
-    /* Each candidate costs its window of exact scores; past a quarter of
-     * the held positions the full path is as cheap. */
-    const size_t budget = p->c.kept / 4u > 64u ? p->c.kept / 4u : 64u;
-    if (nc * (2u * h + 1u) > budget) return 0;
-
-    /* A candidate's pooled score is the max of exact scores over its
-     * window, and only members whose sum's bound can reach the window's
-     * top sum M can hold that max: a member j with M > T*(S_j) scores
-     * strictly below the member holding M. Usually that leaves one. */
-    const double *sums = p->scores;
-    /* When that one is the same rank for every candidate, they all score
-     * exactly its window score: a tie, which the ranks break, so no exact
-     * score is needed (each would read obs_window ring rows). */
-    size_t shared = SIZE_MAX;
-    for (size_t c = 0; c < nc && shared != SIZE_MAX - 1u; ++c) {
-        const size_t i = p->cands[c].rank;
-        const double top = p->cands[c].value;
-        const size_t lo = i >= h ? i - h : 0u;
-        const size_t hi = p->c.kept - 1u - i > h ? i + h : p->c.kept - 1u;
-        size_t reach = SIZE_MAX, count = 0;
-        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
-        pb__run run;
-        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run))
-            for (size_t j = 0; j < run.len; ++j)
-                if (top <= threshold(sums[run.col + j], obs)) {
-                    reach = run.rank + j;
-                    count += 1u;
-                }
-        if (count != 1u || (c > 0u && reach != shared))
-            shared = SIZE_MAX - 1u; /* not shared: exact scores below */
-        else
-            shared = reach;
-    }
-    score_cache cache;
-    for (size_t k = 0; k < 32u; ++k) cache.rank[k] = SIZE_MAX;
-    for (size_t c = 0; c < nc && shared == SIZE_MAX - 1u; ++c) {
-        const size_t i = p->cands[c].rank;
-        const double top = p->cands[c].value;
-        const size_t lo = i >= h ? i - h : 0u;
-        const size_t hi = p->c.kept - 1u - i > h ? i + h : p->c.kept - 1u;
-        double best = -1.0;
-        pb__runs it = pb__runs_at(p->holes, p->n_holes, lo);
-        pb__run run;
-        while (pb__run_next(&it, p->holes, p->n_holes, hi + 1u, &run)) {
-            for (size_t j = 0; j < run.len; ++j) {
-                if (top > threshold(sums[run.col + j], obs)) continue;
-                const double e = exact_score(p, &cache, run.rank + j);
-                if (e > best) best = e;
-            }
-        }
-        assert(best >= 0.0);
-        p->cands[c].value = best;
-    }
-    if (shared != SIZE_MAX - 1u)
-        for (size_t c = 0; c < nc; ++c) p->cands[c].value = 0.0;
-
-    /* The `needed` smallest by (pooled, rank): candidates are in rank
-     * order, so a strict comparison keeps the lower rank on ties. */
-    unsigned char chosen[PB__FILTER_MAX_CANDIDATES];
-    memset(chosen, 0, nc);
-    for (size_t v = 0; v < needed; ++v) {
-        size_t best = nc;
-        for (size_t c = 0; c < nc; ++c) {
-            if (chosen[c]) continue;
-            if (best == nc || p->cands[c].value < p->cands[best].value)
-                best = c;
-        }
-        chosen[best] = 1u;
-    }
-    size_t w = 0, runner = nc;
-    for (size_t c = 0; c < nc; ++c) {
-        if (chosen[c])
-            ranks[w++] = p->cands[c].rank;
-        else if (runner == nc || p->cands[c].value < p->cands[runner].value)
-            runner = c;
-    }
-    assert(w == needed);
-    p->seed_col = runner == nc ? SIZE_MAX
-                               : pb__ring_column_of(p->holes, p->n_holes,
-                                                    p->cands[runner].rank);
-    return 1;
-}
-

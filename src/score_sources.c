@@ -274,6 +274,38 @@ void pb__source_evict(pb_kvcache *inst, size_t first, size_t end,
     p->c.kept -= needed;
 }
 
+void pb__source_evict_ranks(pb_kvcache *inst, const size_t *ranks, size_t k,
+                            uint32_t *victims) {
+    pb__source *p = pb__source_of(inst);
+    assert(k >= 1u && ranks[k - 1u] < p->c.kept);
+    p->least_ok = 0;
+    p->least_wanted = k == 1u;
+    if (k == 1u && p->per != 0u) {
+        /* One victim: the cheaper side moves, the bounds kept. */
+        victims[0] = p->c.pos[ranks[0]];
+        close_rank(p, ranks[0]);
+        p->c.kept -= 1u;
+        return;
+    }
+    p->bounds_ok = 0;
+    /* One pass from the first victim: victims out, survivors moved down
+     * in place, both in rank (= position) order. */
+    const size_t per = p->per;
+    unsigned char *s = p->source;
+    size_t w = ranks[0], t = 0;
+    for (size_t i = ranks[0]; i < p->c.kept; ++i) {
+        if (t < k && ranks[t] == i) {
+            victims[t++] = p->c.pos[i];
+            continue;
+        }
+        p->c.pos[w] = p->c.pos[i];
+        if (per != 0u) memmove(s + w * per, s + i * per, per);
+        ++w;
+    }
+    assert(t == k);
+    p->c.kept -= k;
+}
+
 double pb__source_score(const pb_kvcache *inst, size_t rank) {
     const pb__source *p = (const pb__source *)(const void *)inst;
     assert(rank < p->c.kept);

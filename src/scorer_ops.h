@@ -97,6 +97,14 @@ typedef struct pb__scorer_ops {
      * answers). NULL: peek_lowest serves. */
     void (*lowest)(pb_kvcache *p, size_t first, size_t end, size_t k,
                    uint32_t *positions, double *scores, void *work);
+    /* Drops exactly ranks[0 .. k-1] (k >= 1, ascending, each among the
+     * evictable ranks an evict would choose from), writing their
+     * positions ascending to victims[]: the evict above with its choice
+     * made by the caller (the layer group, from the lowest entry), so a
+     * caller of many instances selects once. NULL: the evict above
+     * serves (and selects again). */
+    void (*evict_ranks)(pb_kvcache *p, const size_t *ranks, size_t k,
+                        uint32_t *victims);
     /* The score pb_kvcache_score reports for the held column col. */
     double (*score)(const pb_kvcache *p, size_t col);
     /* 1: that score is a window score (pb_kvcache_window_score answers). */
@@ -116,6 +124,16 @@ typedef struct pb__scorer_ops {
      * nothing on an error. */
     pb_status (*prefill)(pb_kvcache *p, const pb__prompt *in,
                          size_t *n_kept);
+    /* For a caller of many instances (the layer group's prefill): the
+     * ranking keys this scorer's prefill of a fresh instance in the
+     * consistent scope gives the prompt's positions, and the k lowest of
+     * its evictable ones (the first `end`) ascending by (key, position):
+     * positions to positions[], keys to keys[]. The prompt is checked
+     * (weights valid, workspace as prefill_workspace reports); k <= end.
+     * Writes only the workspace and the instance's pooling scratch. NULL
+     * where prefill is. */
+    void (*prefill_lowest)(pb_kvcache *p, const pb__prompt *in, size_t end,
+                           size_t k, uint32_t *positions, double *keys);
     /* pb_kvcache_prefill_workspace_size for this instance, NULL where
      * prefill is (the size is then pb__prefill_scratch_of's with no
      * pooling scratch of the instance's own). */

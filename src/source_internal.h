@@ -262,14 +262,20 @@ void pb__source_peek_lowest(const pb_kvcache *p, size_t first, size_t end,
                             size_t k, uint32_t *positions, double *scores,
                             void *work);
 size_t pb__source_peek_work_bytes(const pb_kvcache *p);
+/* Their lowest entry: the peek's answer, one key from the observe's hint
+ * or one vectorised pass (source_scorers.c). */
+void pb__source_lowest(pb_kvcache *p, size_t first, size_t end, size_t k,
+                       uint32_t *positions, double *scores, void *work);
 
-/* Reset, observe, evict and score of every score source
+/* Reset, observe, evict (and of given ranks) and score of every score source
  * (score_sources.c). */
 void pb__source_reset(pb_kvcache *p);
 pb_status pb__source_observe(pb_kvcache *p, uint32_t pos, const float *attn,
                              size_t attn_len, unsigned flags);
 void pb__source_evict(pb_kvcache *p, size_t first, size_t end, size_t needed,
                       uint32_t *victims);
+void pb__source_evict_ranks(pb_kvcache *p, const size_t *ranks, size_t k,
+                            uint32_t *victims);
 double pb__source_score(const pb_kvcache *p, size_t rank);
 
 /* The table entry `entry` of a score source whose kind is `kind` (a static
@@ -290,8 +296,10 @@ double pb__source_score(const pb_kvcache *p, size_t rank);
         .reset = pb__source_reset,                                            \
         .observe = pb__source_observe,                                        \
         .evict = pb__source_evict,                                            \
+        .evict_ranks = pb__source_evict_ranks,                                \
         .peek_lowest = pb__source_peek_lowest,                                \
         .peek_work_bytes = pb__source_peek_work_bytes,                        \
+        .lowest = pb__source_lowest,                                          \
         .score = pb__source_score,                                            \
         .unobserved = (unobserved_fn),                                        \
     };

@@ -112,6 +112,33 @@ void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
     }
 }
 
+void pb__source_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
+                       uint32_t *positions, double *scores, void *work) {
+    const pb__source *p = (const pb__source *)(const void *)inst;
+    if (k != 1u || p->per == 0u) {
+        pb__source_peek_lowest(inst, first, end, k, positions, scores, work);
+        return;
+    }
+    /* One key (a decode step's evict): the first rank holding the least
+     * key, as the evict of one finds it, from the observe's hint where it
+     * covers this range, else in one vectorised pass. */
+    size_t best;
+    if (p->least_ok && p->least_first == first && p->least_end == end) {
+        best = p->least_at;
+    } else {
+        size_t r = 0;
+        if (p->per == sizeof(double))
+            (void)p->c.k->least_bits((const double *)p->source + first,
+                                     end - first, &r);
+        else
+            (void)p->c.k->least_u32((const uint32_t *)p->source + first,
+                                    end - first, &r);
+        best = first + r;
+    }
+    positions[0] = p->c.pos[best];
+    scores[0] = pb__source_score(inst, best);
+}
+
 size_t pb__source_peek_work_bytes(const pb_kvcache *inst) {
     (void)inst;
     return 0u;

@@ -155,6 +155,40 @@ static void drop_ranks(pb__window *p, const size_t *ranks, size_t k,
     p->last_path = filtered ? PB__PATH_FILTERED : PB__PATH_STREAMED;
 }
 
+/* The full path's drop: one pass reports the victims in rank (=
+ * position) order and marks the surviving columns (holes stay unmarked),
+ * then one compaction of the ring and pos[]. The victims are the ranks
+ * first .. end-1 the cut takes by their keys x[] or, with ranks != NULL,
+ * ranks[0 .. needed-1] (ascending). */
+static void drop_all(pb__window *p, pb__cut *cut, const double *x,
+                     size_t first, size_t end, const size_t *ranks,
+                     size_t needed, uint32_t *victims) {
+    const size_t n = p->c.kept, n_cols = n + p->n_holes;
+    const size_t words = (n_cols + 63u) / 64u;
+    memset(p->alive, 0, words * sizeof *p->alive);
+    size_t nv = 0;
+    pb__runs it = {0, 0, 0};
+    pb__run run;
+    while (pb__run_next(&it, p->holes, p->n_holes, n, &run)) {
+        for (size_t j = 0; j < run.len; ++j) {
+            const size_t i = run.rank + j, col = run.col + j;
+            const int victim =
+                ranks != NULL
+                    ? nv < needed && ranks[nv] == i
+                    : i >= first && i < end &&
+                          pb__cut_takes(cut, pb__key_bits(x[i]));
+            if (victim)
+                victims[nv++] = p->c.pos[col];
+            else
+                p->alive[col / 64u] |= UINT64_C(1) << (col % 64u);
+        }
+    }
+    assert(nv == needed);
+    p->c.kept = n - nv;
+    compact_all(p, n_cols, 0);
+    p->last_path = PB__PATH_FULL;
+}
+
 /* The full path: every window score, pooled, selected among the evictable
  * ranks first .. end-1; the victims' positions to victims[], one
  * compaction of the ring and pos[]. */
@@ -174,28 +208,7 @@ static void evict_full(pb__window *p, size_t first, size_t end,
     pb__cut cut;
     pb__select_lowest(x + first, end - first, needed, p->hist, &cut);
 
-    /* One pass: report victims in rank (= position) order and mark the
-     * surviving columns (holes stay unmarked). */
-    const size_t n_cols = n + p->n_holes;
-    const size_t words = (n_cols + 63u) / 64u;
-    memset(p->alive, 0, words * sizeof *p->alive);
-    size_t nv = 0;
-    pb__runs it = {0, 0, 0};
-    pb__run run;
-    while (pb__run_next(&it, p->holes, p->n_holes, n, &run)) {
-        for (size_t j = 0; j < run.len; ++j) {
-            const size_t i = run.rank + j, col = run.col + j;
-            if (i >= first && i < end &&
-                pb__cut_takes(&cut, pb__key_bits(x[i])))
-                victims[nv++] = p->c.pos[col];
-            else
-                p->alive[col / 64u] |= UINT64_C(1) << (col % 64u);
-        }
-    }
-    assert(nv == needed);
-    p->c.kept = n - nv;
-    compact_all(p, n_cols, 0);
-    p->last_path = PB__PATH_FULL;
+    drop_all(p, &cut, x, first, end, NULL, needed, victims);
 }
 
 /* After an evict: what the per-column array should hold until the next.
@@ -219,17 +232,25 @@ static void keep_up(pb__window *p, int short_gap) {
     if (!p->prefix_valid) pb__prefix_rebuild(p);
 }
 
+/* What every evict of `needed` does first: one layout for every row
+ * before any score, except for the filter, which reads the sums and the
+ * few exact scores it needs through either layout; the steps since the
+ * last evict to *gap. Returns 1 if a cheap path (filtered, streaming, a
+ * few given ranks) may serve. */
+static int evict_begin(pb__window *p, size_t needed, uint32_t *gap) {
+    const int cheap = needed <= PB__FILTER_MAX_NEEDED && p->stream_ok;
+    if (!cheap || !p->sums_valid) pb__window_finish_lazy(p);
+    *gap = p->gap;
+    p->gap = 0u;
+    return cheap;
+}
+
 void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
                       size_t needed, uint32_t *victims) {
     pb__window *p = (pb__window *)(void *)inst;
-    /* One layout for every row before any score, except for the filter,
-     * which reads the sums and the few exact scores it needs through
-     * either layout. */
-    const int cheap = needed <= PB__FILTER_MAX_NEEDED && p->stream_ok;
-    if (!cheap || !p->sums_valid) pb__window_finish_lazy(p);
-    const uint32_t gap = p->gap;
+    uint32_t gap;
+    const int cheap = evict_begin(p, needed, &gap);
     const int short_gap = gap <= PB__FILTER_MAX_GAP;
-    p->gap = 0u;
     if (cheap) {
         assert(first == 0u); /* no sinks on these paths */
         const size_t evictable = end;
@@ -267,6 +288,26 @@ void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
     keep_up(p, short_gap);
 }
 
+void pb__window_evict_ranks(pb_kvcache *inst, const size_t *ranks, size_t k,
+                            uint32_t *victims) {
+    pb__window *p = (pb__window *)(void *)inst;
+    /* The evict's paths with the choice made: a few ranks become holes
+     * as the cheap paths leave them (the sums, where kept, stay kept),
+     * more take the full path's one compaction. */
+    uint32_t gap;
+    const int cheap = evict_begin(p, k, &gap);
+    const int short_gap = gap <= PB__FILTER_MAX_GAP;
+    if (cheap) {
+        drop_ranks(p, ranks, k, victims, p->sums_valid,
+                   gap > PB__FILTER_MAX_GAP);
+        keep_up(p, short_gap);
+        return;
+    }
+    drop_all(p, NULL, NULL, 0u, 0u, ranks, k, victims);
+    p->sums_valid = 0;
+    p->prefix_valid = 0;
+    keep_up(p, short_gap);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Peek                                                                     */

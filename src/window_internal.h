@@ -309,6 +309,26 @@ void pb__filter_store_row(pb__window *p, const float *weights, size_t n);
 int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
                       size_t *ranks);
 
+/* T*(m): no rank whose window max of sums exceeds it can be a victim
+ * (score_filter.c gives the bound). */
+static inline double pb__filter_threshold(double m, double obs) {
+    return m + (2.0 * obs + 2.0) + (obs * m) * 0x1p-49;
+}
+
+/* The scan of pb__filter_select (score_filter.c) over ranks 0 ..
+ * evictable-1: with thr < 0 it keeps in p->heap the `needed` least window
+ * maxima of sums and records in p->cands (rank order) every rank that may
+ * still be a candidate; with thr >= 0 it records the ranks at or below
+ * thr. Returns the number recorded, or SIZE_MAX when they overflow the
+ * room. exact: the sums are exact (pb__filter_select_exact). */
+size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
+                       double thr, int exact);
+
+/* pb__filter_select when no held weight rounded: the least (window max,
+ * rank) pairs, ties unlimited (score_filter.c). */
+int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
+                            size_t *ranks);
+
 /* Recomputes the prefix folds of every held column from the ring (always
  * possible; sets prefix_valid). */
 void pb__prefix_rebuild(pb__window *p);
@@ -389,12 +409,19 @@ void pb__window_finish_lazy(pb__window *p);
 void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
                       size_t needed, uint32_t *victims);
 
+/* Its evict of given ranks (pb__scorer_ops.evict_ranks). */
+void pb__window_evict_ranks(pb_kvcache *inst, const size_t *ranks, size_t k,
+                            uint32_t *victims);
+
 /* Its prefill entry (pb__scorer_ops.prefill, prefill_workspace;
  * window_prefill.c). */
 pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
                              size_t *n_kept);
 pb_status pb__window_prefill_workspace(const pb_kvcache *inst, size_t len,
                                        size_t *bytes);
+void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
+                               size_t end, size_t k, uint32_t *positions,
+                               double *keys);
 
 /* Its peek (pb__scorer_ops.peek_lowest) and the scratch it needs. */
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,

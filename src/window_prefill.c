@@ -19,6 +19,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "lowest_select.h"
 #include "window_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -43,6 +44,19 @@ static size_t row_of_slot(const prefill_plan *pl, size_t obs, size_t s) {
     const size_t last = pl->steps - 1u;
     const size_t back = (last % obs + obs - s) % obs;
     return last - back + pl->skip;
+}
+
+/* The shape of the rows: which positions they stand for, which are
+ * steps, and how many of those the ring keeps. */
+static void plan_rows(const pb__window *p, size_t rows, size_t len,
+                      prefill_plan *pl) {
+    pl->rows = rows;
+    pl->len = len;
+    pl->first = len - rows;
+    pl->skip = rows == len ? 1u : 0u;
+    pl->steps = rows - pl->skip;
+    pl->live = pl->steps < (size_t)p->obs_window ? pl->steps
+                                                  : (size_t)p->obs_window;
 }
 
 /* How many survive, by the rules of the instance's scope. */
@@ -225,6 +239,16 @@ static uint32_t score_rows(const pb__window *p, const prefill_plan *pl,
 /* ------------------------------------------------------------------------ */
 /* Selection and the commit                                                 */
 
+/* Pools the scores x[0 .. n-1] by the instance's rule. */
+static void pool_scores(const pb__window *p, double *x, size_t n, void *work,
+                        size_t work_bytes) {
+    if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
+        pb__pool_avg(x, n, p->half_kernel, p->c.cfg.pool_kernel, work,
+                     work_bytes);
+    else
+        pb__pool_max(x, n, p->half_kernel, work, work_bytes);
+}
+
 /* The victims among positions 0 .. pl->eligible-1 as a cut applied in
  * ascending position order (pb__cut's rule, with two additions).
  * Consistent scope: the `needed` lowest pooled scores, ties to the lower
@@ -378,13 +402,7 @@ pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
     const size_t cand_cap = need.cand_bytes / sizeof(double);
 
     prefill_plan pl;
-    pl.rows = rows;
-    pl.len = len;
-    pl.first = len - rows;
-    pl.skip = rows == len ? 1u : 0u;
-    pl.steps = rows - pl.skip;
-    pl.live = pl.steps < (size_t)p->obs_window ? pl.steps
-                                                : (size_t)p->obs_window;
+    plan_rows(p, rows, len, &pl);
     plan_selection(p, in->budget, &pl);
     if (pl.n_kept > p->c.capacity) return PB_ERR_FULL;
     if ((kept != NULL && in->kept_cap < pl.n_kept) ||
@@ -397,13 +415,7 @@ pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
     /* Everything is checked: from here on the call cannot fail. */
     victim_cut vc = {UINT64_C(0), {UINT64_C(0), 0u}, 0u};
     if (pl.needed > 0u) {
-        if (p->c.cfg.pool == (uint32_t)PB_POOL_AVG)
-            pb__pool_avg(x, pl.scored, p->half_kernel,
-                         p->c.cfg.pool_kernel, pool_work,
-                         pool_work_bytes);
-        else
-            pb__pool_max(x, pl.scored, p->half_kernel, pool_work,
-                         pool_work_bytes);
+        pool_scores(p, x, pl.scored, pool_work, pool_work_bytes);
         choose_victims(p, &pl, x, cand, cand_cap, &vc);
     }
     /* The cut applied in ascending position order; past the eligible
@@ -443,4 +455,39 @@ pb_status pb__window_prefill(pb_kvcache *inst, const pb__prompt *in,
     p->c.fresh = 0;
     *n_kept = c;
     return PB_OK;
+}
+
+void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
+                               size_t end, size_t k, uint32_t *positions,
+                               double *keys) {
+    pb__window *p = (pb__window *)(void *)inst;
+    const size_t rows = in->rows, len = in->len;
+    pb__prefill_scratch need;
+    const pb_status st =
+        pb__prefill_scratch_of(p->c.cfg.pool_kernel, p->work_bytes, len, &need);
+    assert(st == PB_OK && k >= 1u && k <= end && end <= len);
+    assert(in->workspace != NULL && in->workspace_bytes >= need.total);
+    (void)st;
+    unsigned char *scratch = in->workspace;
+    double *x = (double *)(void *)scratch;
+    void *pool_work =
+        need.pool_bytes ? (void *)(scratch + need.score_bytes) : p->work;
+    const size_t pool_work_bytes =
+        need.pool_bytes ? need.pool_bytes : p->work_bytes;
+    /* The consistent scope's scores of every position, pooled over the
+     * whole prompt, as the prefill that evicts from them ranks them. */
+    prefill_plan pl;
+    plan_rows(p, rows, len, &pl);
+    pl.needed = k;
+    pl.scored = len;
+    pl.eligible = end;
+    pl.n_kept = len - k;
+    const uint32_t bad = score_rows(p, &pl, in->attn, x);
+    assert(bad == 0u);
+    (void)bad;
+    pool_scores(p, x, len, pool_work, pool_work_bytes);
+    /* A pooled score is a sum of valid weights from +0.0: its bits order
+     * as its value. */
+    pb__lowest_ranks(x, 8u, 0u, end, k, positions);
+    for (size_t t = 0; t < k; ++t) keys[t] = x[positions[t]];
 }

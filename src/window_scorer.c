@@ -336,6 +336,7 @@ const pb__scorer_ops pb__window_ops = {
     .next_row = window_next_row,
     .observe = window_observe,
     .evict = pb__window_evict,
+    .evict_ranks = pb__window_evict_ranks,
     .peek_lowest = pb__window_peek_lowest,
     .peek_work_bytes = pb__window_peek_work_bytes,
     .lowest = pb__window_lowest,
@@ -344,4 +345,5 @@ const pb__scorer_ops pb__window_ops = {
     .holes = window_holes,
     .prefill = pb__window_prefill,
     .prefill_workspace = pb__window_prefill_workspace,
+    .prefill_lowest = pb__window_prefill_lowest,
 };

@@ -68,9 +68,9 @@ static void check_same_heads(const pb_kvcache_group *grp, const ref_group *ref,
     for (uint32_t h = 0; h < ref->num_heads; h++) {
         const pb_kvcache *head = pb_kvcache_group_head(grp, h);
         const ref_policy *r = &ref->heads[h];
-        uint32_t pos[512];
+        static uint32_t pos[4096];
         size_t n = 0;
-        assert_int_equal(pb_kvcache_kept_positions(head, pos, 512, &n), PB_OK);
+        assert_int_equal(pb_kvcache_kept_positions(head, pos, 4096, &n), PB_OK);
         if (n != r->kept || memcmp(pos, r->pos, n * sizeof *pos) != 0) {
             print_error("scenario %lu head %u: held sets differ\n", scenario,
                         h);
@@ -79,10 +79,22 @@ static void check_same_heads(const pb_kvcache_group *grp, const ref_group *ref,
     }
 }
 
-static void run_decode(pbt_rng *g, unsigned long scenario) {
+/* wide: shares of 40 .. 300 positions and evicts every `cadence` steps
+ * (1 .. 100, the slack), so a head gives up more victims in one evict
+ * than the few-victim paths take (above 64). */
+static void run_decode(pbt_rng *g, unsigned long scenario, int wide) {
     pb_kvcache_config c;
     uint32_t heads, floor_pm, slack, cap_pm;
     random_config(g, &c, &heads, &floor_pm, &slack, &cap_pm);
+    uint32_t cadence = 0u;
+    if (wide) {
+        const uint32_t cad[] = {1u, 3u, 16u, 64u, 100u};
+        cadence = cad[pbt_below(g, 5)];
+        c.share = c.recent_window + 40u + pbt_below(g, 260);
+        c.budget = c.share + 1u;
+        heads = 1u + pbt_below(g, 4);
+        slack = cadence;
+    }
     pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
     p.num_heads = heads;
     p.floor_permille = floor_pm;
@@ -100,9 +112,10 @@ static void run_decode(pbt_rng *g, unsigned long scenario) {
     const size_t stride = info.head_capacity;
     float *attn = malloc(sizeof(float) * stride * heads);
     size_t lens[8];
-    uint32_t v1[4096], v2[4096];
+    static uint32_t v1[4096], v2[4096];
     size_t c1[8], c2[8];
-    const uint32_t steps = 20u + pbt_below(g, 60);
+    const uint32_t steps =
+        wide ? 300u + pbt_below(g, 400) : 20u + pbt_below(g, 60);
     uint32_t pos = 0;
     for (uint32_t t = 0; t < steps; t++) {
         pos += 1u + (pbt_below(g, 8) == 0 ? pbt_below(g, 3) : 0u);
@@ -124,7 +137,9 @@ static void run_decode(pbt_rng *g, unsigned long scenario) {
                     ref_observe(&ref.heads[h], pos,
                                 null_step ? NULL : attn + h * stride, lens[h]),
                     PB_OK);
-        if (st == PB_OK && pbt_below(g, slack) != 0u) continue;
+        if (st == PB_OK && (wide ? (t + 1u) % cadence != 0u
+                                 : pbt_below(g, slack) != 0u))
+            continue;
         const uint64_t ask = pbt_below(g, 6) == 0
                                  ? (uint64_t)pbt_below(g, (uint32_t)
                                                              info.layer_total + 2u)
@@ -232,9 +247,19 @@ static void decode_matches_reference(void **state) {
     (void)state;
     for (unsigned long s = 0; s < g_scenarios; s++) {
         pbt_rng g = {g_seed * 1000003u + s};
-        run_decode(&g, s);
+        run_decode(&g, s, 0);
     }
     assert_true(g_victims > 1000u && g_uneven > 100u);
+}
+
+static void wide_decode_matches_reference(void **state) {
+    (void)state;
+    const size_t before = g_victims;
+    for (unsigned long s = 0; s < g_scenarios / 20u + 4u; s++) {
+        pbt_rng g = {g_seed * 65537u + s};
+        run_decode(&g, s, 1);
+    }
+    assert_true(g_victims - before > 1000u);
 }
 
 static void prefill_matches_reference(void **state) {
@@ -250,6 +275,7 @@ int main(int argc, char **argv) {
     if (argc > 2) g_seed = strtoull(argv[2], NULL, 10);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decode_matches_reference),
+        cmocka_unit_test(wide_decode_matches_reference),
         cmocka_unit_test(prefill_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

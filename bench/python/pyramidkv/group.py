@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _lib
 from ._lib import PyramidKVError, check, lib
-from .kvcache import ClosedError, KVCache, _Owned, _make_config, _pos
+from .kvcache import (ClosedError, KVCache, _called, _make_config, _Owned,
+                      _pos, _queried)
 
 UINT64_MAX = (1 << 64) - 1
 
@@ -148,20 +149,11 @@ class Group(_Owned):
         return {f[0]: getattr(info, f[0]) for f in info._fields_
                 if f[0] not in ("struct_size", "reserved")}
 
-    @property
-    def kept_total(self):
-        with self._lock:
-            return int(lib().pb_kvcache_group_kept_total(self._handle()))
+    kept_total = _queried("pb_kvcache_group_kept_total")
 
-    @property
-    def memory_bytes(self):
-        with self._lock:
-            return int(lib().pb_kvcache_group_memory_bytes(self._handle()))
+    memory_bytes = _queried("pb_kvcache_group_memory_bytes")
 
-    def reset(self):
-        with self._lock:
-            check(lib().pb_kvcache_group_reset(self._handle()),
-                  "pb_kvcache_group_reset")
+    reset = _called("pb_kvcache_group_reset")
 
     def kept_positions(self):
         return [h.kept_positions() for h in self.heads]

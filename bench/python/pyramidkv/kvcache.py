@@ -71,6 +71,21 @@ class ClosedError(ValueError):
     """The instance was closed (destroyed); it refuses every call."""
 
 
+def _queried(function, doc=None):
+    """A read-only property: the integer `function` reports for the
+    handle (_Owned._query)."""
+    return property(lambda self: self._query(function), doc=doc)
+
+
+def _called(function, doc=None):
+    """A method: the status-returning `function` on the handle alone
+    (_Owned._call)."""
+    def method(self):
+        self._call(function)
+    method.__doc__ = doc
+    return method
+
+
 class _Owned:
     """A handle the object owns: close() destroys it once (idempotent,
     under the object's lock), a with-block closes it, and so does garbage
@@ -105,6 +120,17 @@ class _Owned:
         if h is None:
             raise ClosedError("%s is closed" % self._what)
         return h
+
+    def _query(self, function):
+        """The integer `function` reports for the handle, under the lock."""
+        with self._lock:
+            return int(getattr(lib(), function)(self._handle()))
+
+    def _call(self, function):
+        """The status-returning `function` on the handle alone, under the
+        lock; an error raises."""
+        with self._lock:
+            check(getattr(lib(), function)(self._handle()), function)
 
 
 def _enum(value, table, name):
@@ -316,39 +342,23 @@ class KVCache(_Owned):
                 raise PyramidKVError(st, "pb_kvcache_evict")
             return self._victims[:self._n.value].copy()
 
-    def reset(self):
-        """pb_kvcache_reset: back to holding position 0, nothing observed."""
-        with self._lock:
-            check(lib().pb_kvcache_reset(self._handle()), "pb_kvcache_reset")
+    reset = _called("pb_kvcache_reset",
+                    "pb_kvcache_reset: back to holding position 0, nothing "
+                    "observed.")
 
     # ----------------------------------------------------- inspection --
-    @property
-    def effective_budget(self):
-        with self._lock:
-            return int(lib().pb_kvcache_effective_budget(self._handle()))
+    effective_budget = _queried("pb_kvcache_effective_budget")
 
-    @property
-    def kept_count(self):
-        with self._lock:
-            return int(lib().pb_kvcache_kept_count(self._handle()))
+    kept_count = _queried("pb_kvcache_kept_count")
 
     def __len__(self):
         return self.kept_count
 
-    @property
-    def capacity(self):
-        with self._lock:
-            return int(lib().pb_kvcache_capacity(self._handle()))
+    capacity = _queried("pb_kvcache_capacity")
 
-    @property
-    def memory_bytes(self):
-        with self._lock:
-            return int(lib().pb_kvcache_memory_bytes(self._handle()))
+    memory_bytes = _queried("pb_kvcache_memory_bytes")
 
-    @property
-    def sink_count(self):
-        with self._lock:
-            return int(lib().pb_kvcache_sink_count(self._handle()))
+    sink_count = _queried("pb_kvcache_sink_count")
 
     def kept_positions(self):
         """pb_kvcache_kept_positions: the held positions, ascending."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import check, check_u32, lib
-from .kvcache import _Owned
+from .kvcache import _called, _Owned, _queried
 
 
 def profile_size(num_layers=32, max_len=4096):
@@ -93,14 +93,9 @@ class Profile(_Owned):
         self.num_layers = p.num_layers
         self.max_len = p.max_len
 
-    @property
-    def memory_bytes(self):
-        with self._lock:
-            return int(lib().pb_profile_memory_bytes(self._handle()))
+    memory_bytes = _queried("pb_profile_memory_bytes")
 
-    def reset(self):
-        with self._lock:
-            check(lib().pb_profile_reset(self._handle()), "pb_profile_reset")
+    reset = _called("pb_profile_reset")
 
     def add_row(self, layer, row):
         """pb_profile_add_row: one attention row (float32, 1-D)."""
