@@ -18,7 +18,7 @@
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
-    size_t heads, take, must, cand_n, pos, x, ranks, cand, peek, prefill,
+    size_t heads, take, must, cand_n, pos, x, cand, peek, prefill,
         instances,
         total;
     size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
@@ -118,7 +118,6 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
     lay->cand_n = pb__part(&at, h * sizeof(size_t));
     lay->pos = pb__part(&at, cap * sizeof(uint32_t));
     lay->x = pb__part(&at, cap * sizeof(double));
-    lay->ranks = pb__part(&at, cap * sizeof(size_t));
     if (cap > SIZE_MAX / sizeof(pb__group_entry) / h) return PB_ERR_TOO_LARGE;
     lay->cand = pb__part(&at, h * cap * sizeof(pb__group_entry));
     lay->peek = pb__part(&at, pb__peek_work_bound(&plan->head));
@@ -226,7 +225,11 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->cand_n = (size_t *)(block + lay.cand_n);
     g->pos_scratch = (uint32_t *)(block + lay.pos);
     g->x_scratch = (double *)(block + lay.x);
-    g->rank_scratch = (size_t *)(block + lay.ranks);
+    /* The evict's victim ranks reuse the listing's scores: those are dead
+     * once the candidates are chosen, before any head evicts. */
+    _Static_assert(sizeof(size_t) <= sizeof(double),
+                   "a rank fits in a score's bytes");
+    g->rank_scratch = (size_t *)(block + lay.x);
     g->cand = (pb__group_entry *)(block + lay.cand);
     g->peek_work = block + lay.peek;
     g->prefill_ws = lay.prefill_bytes ? block + lay.prefill : NULL;

@@ -43,7 +43,8 @@ struct pb_kvcache_group {
     size_t *cand_n;         /* [num_heads] candidates listed per head */
     uint32_t *pos_scratch;  /* [head_capacity] held positions of one head */
     double *x_scratch;      /* [head_capacity] scores of one head */
-    size_t *rank_scratch;   /* [head_capacity] victim ranks of one head */
+    size_t *rank_scratch;   /* [head_capacity] victim ranks of one head,
+                             * in x_scratch's bytes (not live together) */
     pb__group_entry *cand;  /* [num_heads * head_capacity] candidates */
     void *peek_work;        /* the engine peek's work area */
     void *prefill_ws;       /* reserved prefill workspace, or NULL */
