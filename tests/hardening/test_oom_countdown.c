@@ -8,8 +8,8 @@
  * every further allocation failing, a full workload (observe, evict, reset,
  * every introspection call, every vtable, every scorer) must never call
  * the allocator.
- * The sweep prints how many allocations each create makes; those counts
- * are recorded in docs/robustness.md. The attention profile
+ * The sweep prints how many allocations each create makes (one, the
+ * object's block, for every object). The attention profile
  * (pyramidkv_profile.h) gets the same sweep and the same no-allocation
  * workload.
  */
