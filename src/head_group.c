@@ -18,7 +18,7 @@
 
 /* The parts of the one block, in order. */
 typedef struct group_layout {
-    size_t heads, take, must, cand_n, pos, x, cand, peek, prefill,
+    size_t heads, take, must, cand_n, pos, x, cand, peek, prefill, rows,
         instances,
         total;
     size_t head_bytes;     /* one instance, as pb_kvcache_size reports */
@@ -43,6 +43,7 @@ static pb_status read_params(const pb_kvcache_group_params *p,
         return PB_ERR_PARAM;
     if (out->num_heads == 0u || out->num_heads > PB_KVCACHE_GROUP_MAX_HEADS ||
         out->floor_permille > 1000u || out->slack == 0u ||
+        out->pooled_rows > 1u ||
         out->slack > 65536u ||
         (out->head_cap_permille != 0u && out->head_cap_permille < 1000u))
         return PB_ERR_PARAM;
@@ -81,6 +82,18 @@ static pb_status make_plan(const pb_kvcache_config *head,
     const uint64_t hmax = spread > guard ? spread : guard;
     const uint64_t cap = hmax + plan->params.slack;
     if (cap > UINT32_MAX - 1u) return PB_ERR_TOO_LARGE;
+    /* The pooled layout's rows: what the heads hold together after an
+     * evict to T, or their protected positions and floors when those
+     * exceed it, plus one admission per head per slack step. */
+    /* The last scorer also protects its newest, unobserved position,
+     * which recent_window 0 does not cover. */
+    const uint64_t kept_r =
+        c.scorer == PB_SCORER_LAST && r == 0u ? 1u : r;
+    const uint64_t pguard = kept_r + c.sinks + f;
+    const uint64_t pool_rows = h * ((s > pguard ? s : pguard) +
+                                    plan->params.slack);
+    if (plan->params.pooled_rows != 0u && pool_rows > UINT32_MAX)
+        return PB_ERR_TOO_LARGE;
     plan->head_cap = cap_c > UINT32_MAX ? UINT32_MAX : (uint32_t)cap_c;
     /* The instance's own target never binds: the group asks each head for
      * its exact count, which never exceeds what it holds. */
@@ -102,6 +115,7 @@ static pb_status make_plan(const pb_kvcache_config *head,
     i->head_capacity = (uint32_t)cap;
     i->reserved = 0u;
     i->layer_total = h * s;
+    i->pool_rows = pool_rows;
     return PB_OK;
 }
 
@@ -128,6 +142,11 @@ static pb_status make_layout(const group_plan *plan, group_layout *lay) {
                                 &lay->prefill_bytes) != PB_OK)
         return PB_ERR_TOO_LARGE;
     lay->prefill = pb__part(&at, lay->prefill_bytes);
+    lay->rows = pb__part(
+        &at, plan->params.pooled_rows
+                 ? pb__row_pool_bytes((uint32_t)h,
+                                      (uint32_t)plan->info.pool_rows)
+                 : 0u);
     lay->instances = at.at;
     for (size_t i = 0; i < h; i++) (void)pb__part(&at, lay->head_bytes);
     if (at.overflow) return PB_ERR_TOO_LARGE;
@@ -235,6 +254,10 @@ pb_status pb_kvcache_group_create(const pb_kvcache_config *head,
     g->prefill_ws = lay.prefill_bytes ? block + lay.prefill : NULL;
     g->prefill_ws_bytes = lay.prefill_bytes;
     g->prefill_ws_len = plan.params.prefill_max_len;
+    g->pool_rows = plan.info.pool_rows;
+    if (plan.params.pooled_rows)
+        pb__row_pool_init(&g->pool, block + lay.rows, g->num_heads,
+                          (uint32_t)plan.info.pool_rows);
     for (uint32_t h = 0; h < g->num_heads; h++) {
         slice_alloc s = {block + lay.instances +
                              (size_t)h * pb__lines(lay.head_bytes),
@@ -275,6 +298,7 @@ pb_status pb_kvcache_group_info(const pb_kvcache_group *group,
     i.head_capacity = group->head_capacity;
     i.reserved = 0u;
     i.layer_total = group->layer_total;
+    i.pool_rows = group->pool_rows;
     pb__struct_write(info, &i, sizeof i);
     return PB_OK;
 }
@@ -304,6 +328,7 @@ pb_status pb_kvcache_group_reset(pb_kvcache_group *group) {
         assert(st == PB_OK);
         (void)st;
     }
+    pb__row_pool_reset(&group->pool);
     group->last_pos = 0u;
     group->fresh = 1;
     return PB_OK;
@@ -343,6 +368,7 @@ pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
         if (pb_kvcache_kept_count(group->heads[h]) >=
             pb_kvcache_capacity(group->heads[h]))
             return PB_ERR_FULL;
+    if (!pb__row_pool_can_admit(&group->pool)) return PB_ERR_FULL;
     for (uint32_t h = 0; h < nh; h++) {
         const pb_status st = pb__kvcache_observe_checked(
             group->heads[h], pos,
@@ -351,18 +377,18 @@ pb_status pb__group_observe(pb_kvcache_group *group, uint32_t pos,
         assert(st == PB_OK);
         (void)st;
     }
+    pb__row_pool_admit(&group->pool, pos);
     group->last_pos = pos;
     group->fresh = 0;
     return PB_OK;
 }
 
-pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
-                                 uint32_t *victims, size_t victims_cap,
-                                 size_t *counts, size_t counts_len,
-                                 size_t *n_victims) {
-    if (group == NULL || counts == NULL || n_victims == NULL ||
-        (victims == NULL && victims_cap > 0u))
-        return PB_ERR_NULL;
+/* pb_kvcache_group_evict after its NULL checks; rows_out (or NULL) gets
+ * each victim's pool row. */
+static pb_status group_evict(pb_kvcache_group *group, uint64_t budget,
+                             uint32_t *victims, uint32_t *rows_out,
+                             size_t victims_cap, size_t *counts,
+                             size_t counts_len, size_t *n_victims) {
     const uint32_t nh = group->num_heads;
     if (counts_len < nh) return PB_ERR_BUFFER;
     const uint64_t held = pb_kvcache_group_kept_total(group);
@@ -393,9 +419,35 @@ pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
         for (size_t i = 0; i < take; i++) group->pos_scratch[i] = c[i].pos;
         pb__kvcache_evict_positions(group->heads[h], group->pos_scratch, take,
                                     group->rank_scratch, victims + at);
+        pb__row_pool_release(&group->pool, h, victims + at, take,
+                             rows_out != NULL ? rows_out + at : NULL);
         at += take;
     }
     if (needed) group->fresh = 0;
     *n_victims = at;
     return PB_OK;
+}
+
+pb_status pb_kvcache_group_evict(pb_kvcache_group *group, uint64_t budget,
+                                 uint32_t *victims, size_t victims_cap,
+                                 size_t *counts, size_t counts_len,
+                                 size_t *n_victims) {
+    if (group == NULL || counts == NULL || n_victims == NULL ||
+        (victims == NULL && victims_cap > 0u))
+        return PB_ERR_NULL;
+    return group_evict(group, budget, victims, NULL, victims_cap, counts,
+                       counts_len, n_victims);
+}
+
+pb_status pb_kvcache_group_evict_rows(pb_kvcache_group *group,
+                                      uint64_t budget, uint32_t *victims,
+                                      uint32_t *rows, size_t cap,
+                                      size_t *counts, size_t counts_len,
+                                      size_t *n_victims) {
+    if (group == NULL || counts == NULL || n_victims == NULL ||
+        ((victims == NULL || rows == NULL) && cap > 0u))
+        return PB_ERR_NULL;
+    if (!group->pool.on) return PB_ERR_PARAM;
+    return group_evict(group, budget, victims, rows, cap, counts, counts_len,
+                       n_victims);
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "head_group_rows.h"
 #include "pyramidkv/pyramidkv.h"
 
 /* One candidate victim: its ranking key under its head's scorer and its
@@ -50,6 +51,8 @@ struct pb_kvcache_group {
     void *prefill_ws;       /* reserved prefill workspace, or NULL */
     size_t prefill_ws_bytes;
     size_t prefill_ws_len;  /* the prompt length it was sized for */
+    uint64_t pool_rows;     /* P, as the plan reports it */
+    pb__row_pool pool;      /* the pooled K/V rows (off: pool.on 0) */
 };
 
 /* a < b: lower key, then lower position. */

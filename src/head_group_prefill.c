@@ -127,6 +127,7 @@ pb_status pb_kvcache_group_prefill(
     if (kept != NULL && kept_cap < survivors) return PB_ERR_BUFFER;
 
     size_t at = 0;
+    pb__row_pool_clear(&group->pool);
     for (uint32_t h = 0; h < nh; h++) {
         const size_t keep = len - group->take[h];
         size_t n = 0;
@@ -140,7 +141,16 @@ pb_status pb_kvcache_group_prefill(
         (void)st;
         counts[h] = n;
         at += n;
+        if (group->pool.on) {
+            /* The survivors take the next rows, ascending (§16.6). */
+            size_t m = 0;
+            (void)pb_kvcache_kept_positions(group->heads[h],
+                                            group->pos_scratch,
+                                            group->head_capacity, &m);
+            pb__row_pool_assign(&group->pool, h, group->pos_scratch, m);
+        }
     }
+    pb__row_pool_close(&group->pool);
     group->fresh = 0;
     group->last_pos = (uint32_t)(len - 1u);
     *n_kept = at;

@@ -59,10 +59,20 @@ typedef struct pb_kvcache_group_params {
                                  / 1000) positions after an evict or
                                  prefill (it gives up its lowest first),
                                  which bounds head_capacity; 0: no cap */
+    uint32_t pooled_rows;     /* [0] 0 or 1 (added in 0.3.0): 1 numbers
+                                 the K/V rows of one layer pool of
+                                 pool_rows rows (plan_info): every held
+                                 (head, position) has one row, given at
+                                 admission and freed at evict
+                                 (pb_kvcache_group_head_rows,
+                                 pb_kvcache_group_new_rows,
+                                 pb_kvcache_group_evict_rows); 0: none,
+                                 and the group's memory is as without the
+                                 field */
 } pb_kvcache_group_params;
 
 #define PB_KVCACHE_GROUP_PARAMS_DEFAULT                                       \
-    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u, 0u }
+    { (uint32_t)sizeof(pb_kvcache_group_params), 8u, 200u, 1u, 0u, 0u, 0u }
 
 /* A group's sizes, all known before anything runs (pb_kvcache_group_plan)
  * and fixed for its life. The caller sets struct_size to
@@ -85,11 +95,19 @@ typedef struct pb_kvcache_group_plan_info {
     uint32_t reserved;      /* 0 */
     uint64_t layer_total;   /* T = H x S: the layer's pool, the most the
                                heads hold together after a group evict */
+    uint64_t pool_rows;     /* (added in 0.3.0) P = H x (max(S, g) + slack),
+                               g = sinks + floor + recent_window (at least
+                               1 with the last scorer): T + H x slack
+                               whenever g <= S (always without sinks but
+                               for the last scorer at recent_window 0).
+                               The K/V rows of the layer's pooled layout
+                               (params.pooled_rows); reported with or
+                               without it */
 } pb_kvcache_group_plan_info;
 
 #define PB_KVCACHE_GROUP_PLAN_INFO_INIT                                       \
     { (uint32_t)sizeof(pb_kvcache_group_plan_info), 0u, 0u, 0u, 0u, 0u, 0u,  \
-      0u, 0u }
+      0u, 0u, 0u }
 
 /* Computes the sizes of the group that pb_kvcache_group_create would make
  * for *head (each head's configuration; NULL: PB_KVCACHE_CONFIG_DEFAULT) and
@@ -105,7 +123,8 @@ typedef struct pb_kvcache_group_plan_info {
  * is below 64 or a byte past the known fields is not zero, a field of
  * *params is out of range, or head's capacity, prefill_max_len or
  * prefill_scope is not as above; PB_ERR_TOO_LARGE if a head's capacity does
- * not fit in uint32_t; then PB_ERR_PARAM (or PB_ERR_TOO_LARGE) for a field
+ * not fit in uint32_t, or params->pooled_rows is 1 and pool_rows does not
+ * (a field of *params out of range includes pooled_rows above 1); then PB_ERR_PARAM (or PB_ERR_TOO_LARGE) for a field
  * of *head that pb_kvcache_create refuses at that capacity. *info is
  * written on PB_OK only. Pure, no allocation, thread-safe. */
 PB_API pb_status pb_kvcache_group_plan(const pb_kvcache_config *head,
@@ -172,7 +191,10 @@ PB_API pb_status pb_kvcache_group_reset(pb_kvcache_group *group);
  * PB_ERR_LENGTH if an attn_len[h] is not head h's held count, or is above
  * head_stride while there is more than one head; PB_ERR_WEIGHT if a
  * weight is NaN, infinite or negative; PB_ERR_FULL if a head holds its
- * capacity (evict first). The first in that order over all heads is
+ * capacity, or (pooled_rows) fewer than num_heads pool rows are free
+ * (evict first; evicting to layer_total at least every slack steps
+ * avoids both). With pooled_rows each head's new position takes a row
+ * (pb_kvcache_group_new_rows). The first in that order over all heads is
  * returned, and every head is checked before any changes: on error nothing
  * changed. O(total held), no allocation. Not thread-safe on one group. */
 PB_API pb_status pb_kvcache_group_observe(pb_kvcache_group *group,
@@ -246,6 +268,9 @@ PB_API pb_status pb_kvcache_group_prefill_workspace_size(
  * rows (consistent scope), and each head ends exactly as pb_kvcache_prefill
  * leaves it with its own count.
  *
+ * With pooled_rows, the survivors take rows 0, 1, 2, ... in the order
+ * kept lists them (head by head, ascending).
+ *
  * kept receives the survivors head by head (ascending within a head; NULL:
  * not wanted, they stay available from each head's
  * pb_kvcache_kept_positions), counts[h] head h's survivor count, *n_kept
@@ -273,6 +298,53 @@ PB_API pb_status pb_kvcache_group_prefill(
     size_t rows, size_t len, uint64_t budget, void *workspace,
     size_t workspace_bytes, uint32_t *kept, size_t kept_cap, size_t *counts,
     size_t counts_len, size_t *n_kept);
+
+/* ------------------------------------------------------------------------ */
+/* The pooled K/V layout (params.pooled_rows = 1; docs/spec.md §16.6)       */
+
+/* Head h's K/V rows in the layer pool, in its held order (row i holds the
+ * i-th position of pb_kvcache_kept_positions(pb_kvcache_group_head(group,
+ * h))): what a runtime gathers head h's keys and values by. A row is in
+ * 0 .. pool_rows - 1 and never moves while its position is held.
+ *
+ * Returns PB_OK with *n the held count; PB_ERR_NULL if group or n is NULL,
+ * or rows is NULL with rows_cap > 0; PB_ERR_PARAM if h >= num_heads or the
+ * group was created without pooled_rows; PB_ERR_BUFFER if rows_cap is
+ * below the held count (*n set to it, rows untouched). No allocation;
+ * thread-safe with other readers of one group. */
+PB_API pb_status pb_kvcache_group_head_rows(const pb_kvcache_group *group,
+                                            uint32_t h, uint32_t *rows,
+                                            size_t rows_cap, size_t *n);
+
+/* rows[h] = the pool row of head h's newest held position: after an
+ * observe (pb_kvcache_group_observe, pb_qk_group_observe), the row each
+ * head's new token took, where the runtime writes that token's K/V for
+ * head h. UINT32_MAX for a head that holds nothing.
+ *
+ * Returns PB_OK; PB_ERR_NULL if group or rows is NULL; PB_ERR_PARAM if the
+ * group was created without pooled_rows; PB_ERR_BUFFER if rows_len <
+ * num_heads (nothing written). No allocation; thread-safe with other
+ * readers of one group. */
+PB_API pb_status pb_kvcache_group_new_rows(const pb_kvcache_group *group,
+                                           uint32_t *rows, size_t rows_len);
+
+/* pb_kvcache_group_evict, with rows[i] the pool row victims[i] held, now
+ * free (a later admission may take it). victims and rows are parallel, of
+ * cap entries each.
+ *
+ * Returns PB_OK; PB_ERR_NULL if group, counts or n_victims is NULL, or
+ * victims or rows is NULL with cap > 0; PB_ERR_PARAM if the group was
+ * created without pooled_rows; then pb_kvcache_group_evict's
+ * PB_ERR_BUFFER (cap as its victims_cap). On error nothing changed and
+ * nothing but *n_victims (as pb_kvcache_group_evict sets it) is written.
+ * No allocation. Not thread-safe on one group. */
+PB_API pb_status pb_kvcache_group_evict_rows(pb_kvcache_group *group,
+                                             uint64_t budget,
+                                             uint32_t *victims,
+                                             uint32_t *rows, size_t cap,
+                                             size_t *counts,
+                                             size_t counts_len,
+                                             size_t *n_victims);
 
 #ifdef __cplusplus
 } /* extern "C" */
