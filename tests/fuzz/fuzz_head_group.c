@@ -7,7 +7,11 @@
  * positions), evicts with any ask and buffer, resets and prefills. Every call is also
  * made on the naive model of tests/group/group_reference.c: statuses,
  * victims, counts and every head's held positions must agree, and a
- * refused call must leave the held positions as they were.
+ * refused call must leave the held positions as they were. A bit of the
+ * sinks byte turns on the pooled K/V rows (docs/spec.md §16.6): a
+ * simulated store tagged (head, position) per row must then hold exactly
+ * every head's kept positions at the rows the group gives, and never
+ * more than pool_rows.
  */
 #include <math.h>
 #include <stddef.h>
@@ -43,6 +47,41 @@ static float weight(reader *r) {
     }
 }
 
+/* The runtime's pooled store: row -> (head, position); NO_ROW: empty. */
+#define NO_ROW UINT32_MAX
+#define MAX_ROWS (MAX_HEADS * (STRIDE + 2u))
+static uint32_t tag_h[MAX_ROWS], tag_p[MAX_ROWS];
+
+static void store_reset(uint32_t rows, uint32_t heads) {
+    for (uint32_t i = 0; i < rows; i++) tag_h[i] = NO_ROW;
+    for (uint32_t h = 0; h < heads; h++) {
+        tag_h[h] = h;
+        tag_p[h] = 0u;
+    }
+}
+
+/* Every head's rows hold its kept positions (the model's), each row once. */
+static void same_rows(const pb_kvcache_group *g, const ref_group *ref,
+                      uint32_t rows) {
+    static unsigned char seen[MAX_ROWS];
+    memset(seen, 0, rows);
+    uint64_t total = 0;
+    for (uint32_t h = 0; h < ref->num_heads; h++) {
+        uint32_t rw[STRIDE * 2u];
+        size_t n = 0;
+        CHECK(pb_kvcache_group_head_rows(g, h, rw, STRIDE * 2u, &n) == PB_OK);
+        CHECK(n == ref->heads[h].kept);
+        for (size_t i = 0; i < n; i++) {
+            CHECK(rw[i] < rows && !seen[rw[i]]);
+            seen[rw[i]] = 1;
+            CHECK(tag_h[rw[i]] == h && tag_p[rw[i]] == ref->heads[h].pos[i]);
+        }
+        total += n;
+    }
+    CHECK(total <= rows);
+    for (uint32_t i = 0; i < rows; i++) CHECK(seen[i] == (tag_h[i] != NO_ROW));
+}
+
 static int weight_ok(float w) {
     return !isnan(w) && !isinf(w) && !(w < 0.0f);
 }
@@ -68,7 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c.pool_kernel = 1u + 2u * (fuzz_byte(&r) % 3u);
     c.pool = fuzz_byte(&r) % 2u;
     c.scorer = fuzz_byte(&r) % 5u;
-    c.sinks = fuzz_byte(&r) % 4u;
+    const uint8_t sb = fuzz_byte(&r);
+    c.sinks = sb % 4u;
     const uint32_t heads = 1u + fuzz_byte(&r) % MAX_HEADS;
     const uint32_t floor_pm = (uint32_t)(fuzz_byte(&r) * 4u) % 1001u;
     const uint32_t slack = 1u + fuzz_byte(&r) % 4u;
@@ -79,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p.prefill_max_len = MAX_LEN;
     const uint8_t cb = fuzz_byte(&r);
     p.head_cap_permille = cb < 128u ? 0u : 1000u + (uint32_t)(cb - 128u) * 8u;
+    p.pooled_rows = (sb >> 2) & 1u;
 
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
     const pb_status pst = pb_kvcache_group_plan(&c, &p, &info);
@@ -100,6 +141,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The model's heads admit a whole prompt; the group's do not need to,
      * but their held sets must agree, so the model keeps the group's
      * capacity for decode. */
+    const uint32_t prow = p.pooled_rows ? (uint32_t)info.pool_rows : 0u;
+    CHECK(prow <= MAX_ROWS);
+    if (prow) store_reset(prow, heads);
     size_t room[MAX_HEADS];
     for (uint32_t h = 0; h < heads; h++) {
         room[h] = ref.heads[h].capacity;
@@ -134,6 +178,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int full = 0;
             for (uint32_t h = 0; h < heads; h++)
                 full |= ref.heads[h].kept >= info.head_capacity;
+            uint64_t held = 0;
+            for (uint32_t h = 0; h < heads; h++) held += ref.heads[h].kept;
+            if (prow && held + heads > prow) full = 1;
             if (at <= pos) want = PB_ERR_POSITION;
             else if (!null_step && bad_len) want = PB_ERR_LENGTH;
             else if (!null_step && !ok_w) want = PB_ERR_WEIGHT;
@@ -148,6 +195,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                       lens[h]) == PB_OK);
                 pos = at;
                 fresh = 0;
+                if (prow) {
+                    uint32_t nr[MAX_HEADS];
+                    CHECK(pb_kvcache_group_new_rows(g, nr, heads) == PB_OK);
+                    for (uint32_t h = 0; h < heads; h++) {
+                        CHECK(nr[h] < prow && tag_h[nr[h]] == NO_ROW);
+                        tag_h[nr[h]] = h;
+                        tag_p[nr[h]] = at;
+                    }
+                }
             }
             break;
         }
@@ -157,8 +213,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const size_t cap = (op >> 3) % 5u == 0u ? fuzz_byte(&r) % 4u
                                                     : sizeof v1 / sizeof *v1;
             size_t n1 = 0, n2 = 0;
+            static uint32_t rw[MAX_HEADS * STRIDE];
+            const int with_rows = prow && (op & 0x80u);
             const pb_status got =
-                pb_kvcache_group_evict(g, ask, v1, cap, c1, heads, &n1);
+                with_rows ? pb_kvcache_group_evict_rows(g, ask, v1, rw, cap,
+                                                        c1, heads, &n1)
+                          : pb_kvcache_group_evict(g, ask, v1, cap, c1,
+                                                   heads, &n1);
             const pb_status want =
                 ref_group_evict(&ref, ask, v2, cap, c2, &n2);
             CHECK(got == want);
@@ -167,12 +228,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 CHECK(memcmp(c1, c2, heads * sizeof *c1) == 0);
                 CHECK(memcmp(v1, v2, n1 * sizeof *v1) == 0);
                 if (n1) fresh = 0;
+                size_t vi = 0;
+                for (uint32_t h = 0; prow && h < heads; h++)
+                    for (size_t i = 0; i < c1[h]; i++, vi++) {
+                        uint32_t row = NO_ROW;
+                        if (with_rows)
+                            row = rw[vi];
+                        else
+                            for (uint32_t k = 0; k < prow; k++)
+                                if (tag_h[k] == h && tag_p[k] == v1[vi])
+                                    row = k;
+                        CHECK(row < prow && tag_h[row] == h &&
+                              tag_p[row] == v1[vi]);
+                        tag_h[row] = NO_ROW;
+                    }
             }
             break;
         }
         case 6: /* reset */
             CHECK(pb_kvcache_group_reset(g) == PB_OK);
             for (uint32_t h = 0; h < heads; h++) ref_reset(&ref.heads[h]);
+            if (prow) store_reset(prow, heads);
             pos = 0;
             fresh = 1;
             break;
@@ -225,12 +301,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 at += c1[h];
             }
             CHECK(at == n1);
+            if (prow) { /* the survivors in rows 0, 1, ... in kept order */
+                for (uint32_t i = 0; i < prow; i++) tag_h[i] = NO_ROW;
+                at = 0;
+                for (uint32_t h = 0; h < heads; h++)
+                    for (size_t i = 0; i < c1[h]; i++, at++) {
+                        tag_h[at] = h;
+                        tag_p[at] = kept[at];
+                    }
+            }
             pos = (uint32_t)(len - 1u);
             fresh = 0;
             break;
         }
         }
         same_heads(g, &ref);
+        if (prow) same_rows(g, &ref, prow);
     }
     ref_group_destroy(&ref);
     pb_kvcache_group_destroy(g);

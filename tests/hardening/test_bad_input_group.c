@@ -34,6 +34,9 @@ typedef struct fx {
     pb_kvcache_group *g;
     hs_state before[HEADS];
     uint64_t total;
+    uint32_t rows_before[HEADS][64]; /* each head's pool rows */
+    size_t rows_n[HEADS];
+    uint32_t new_before[HEADS];
     float attn[HEADS * STRIDE];
     size_t lens[HEADS];
     uint32_t next_pos;
@@ -55,6 +58,7 @@ static pb_kvcache_group_params group_params(void) {
     p.floor_permille = 250u;
     p.slack = 2u;
     p.prefill_max_len = 16u;
+    p.pooled_rows = 1u; /* every row below also checks the pool's rows */
     return p;
 }
 
@@ -77,6 +81,12 @@ static void capture(fx *f) {
                                     &f->before[h]),
                          0);
     f->total = pb_kvcache_group_kept_total(f->g);
+    for (uint32_t h = 0; h < HEADS; h++)
+        assert_int_equal(pb_kvcache_group_head_rows(f->g, h, f->rows_before[h],
+                                                    64, &f->rows_n[h]),
+                         PB_OK);
+    assert_int_equal(pb_kvcache_group_new_rows(f->g, f->new_before, HEADS),
+                     PB_OK);
 }
 
 static void expect_unchanged(const fx *f) {
@@ -86,6 +96,17 @@ static void expect_unchanged(const fx *f) {
         assert_true(hs_equal(&now, &f->before[h]));
     }
     assert_int_equal(pb_kvcache_group_kept_total(f->g), f->total);
+    for (uint32_t h = 0; h < HEADS; h++) {
+        uint32_t rows[64];
+        size_t n = 0;
+        assert_int_equal(pb_kvcache_group_head_rows(f->g, h, rows, 64, &n),
+                         PB_OK);
+        assert_int_equal(n, f->rows_n[h]);
+        assert_memory_equal(rows, f->rows_before[h], n * sizeof *rows);
+    }
+    uint32_t now[HEADS];
+    assert_int_equal(pb_kvcache_group_new_rows(f->g, now, HEADS), PB_OK);
+    assert_memory_equal(now, f->new_before, sizeof now);
 }
 
 /* Twelve steps with an evict after every second: the heads hold
@@ -257,6 +278,109 @@ static void evict_bad_arguments(void **state) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* The pooled rows                                                          */
+
+static void rows_bad_arguments(void **state) {
+    fx *f = *state;
+    uint32_t rows[64] = {CANARY};
+    uint32_t victims[64] = {CANARY};
+    size_t n = CANARY, counts[HEADS] = {CANARY, CANARY, CANARY};
+    assert_int_equal(pb_kvcache_group_head_rows(NULL, 0, rows, 64, &n),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_head_rows(f->g, 0, rows, 64, NULL),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_head_rows(f->g, 0, NULL, 1, &n),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_head_rows(f->g, HEADS, rows, 64, &n),
+                     PB_ERR_PARAM);
+    assert_int_equal(n, CANARY);
+    assert_true(f->rows_n[1] > 1u);
+    assert_int_equal(pb_kvcache_group_head_rows(f->g, 1, rows,
+                                                f->rows_n[1] - 1u, &n),
+                     PB_ERR_BUFFER);
+    assert_int_equal(n, f->rows_n[1]);
+    assert_int_equal(rows[0], CANARY);
+    assert_int_equal(pb_kvcache_group_new_rows(NULL, rows, HEADS),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_new_rows(f->g, NULL, HEADS),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_new_rows(f->g, rows, HEADS - 1u),
+                     PB_ERR_BUFFER);
+    assert_int_equal(rows[0], CANARY);
+    n = CANARY;
+    assert_int_equal(pb_kvcache_group_evict_rows(NULL, 0, victims, rows, 64,
+                                                 counts, HEADS, &n),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, victims, NULL, 1,
+                                                 counts, HEADS, &n),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, NULL, rows, 1,
+                                                 counts, HEADS, &n),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, victims, rows, 64,
+                                                 NULL, HEADS, &n),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, victims, rows, 64,
+                                                 counts, HEADS, NULL),
+                     PB_ERR_NULL);
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, victims, rows, 64,
+                                                 counts, HEADS - 1u, &n),
+                     PB_ERR_BUFFER);
+    assert_int_equal(n, CANARY);
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, victims, rows, 1,
+                                                 counts, HEADS, &n),
+                     PB_ERR_BUFFER);
+    assert_true(n > 1u);
+    assert_int_equal(rows[0], CANARY);
+    assert_int_equal(victims[0], CANARY);
+    assert_int_equal(counts[0], CANARY);
+    expect_unchanged(f);
+    /* Then it goes, and frees exactly the rows the victims held. */
+    const size_t needed = n;
+    assert_int_equal(pb_kvcache_group_evict_rows(f->g, 0, victims, rows,
+                                                 needed, counts, HEADS, &n),
+                     PB_OK);
+    assert_int_equal(n, needed);
+    size_t at = 0;
+    for (uint32_t h = 0; h < HEADS; h++) {
+        for (size_t i = 0; i < counts[h]; i++, at++) {
+            size_t j = 0;
+            while (j < f->rows_n[h] && f->rows_before[h][j] != rows[at]) j++;
+            assert_true(j < f->rows_n[h]);
+            assert_int_equal(f->before[h].pos[j], victims[at]);
+        }
+    }
+}
+
+/* A fresh group observed until the pool, not a head, runs out: the step
+ * is refused and changes nothing. */
+static void observe_pool_full(void **state) {
+    (void)state;
+    const pb_kvcache_config c = head_config();
+    pb_kvcache_group_params p = group_params();
+    p.floor_permille = 0u;
+    fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(pb_kvcache_group_create(&c, &p, NULL, &f->g), PB_OK);
+    pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
+    assert_int_equal(pb_kvcache_group_info(f->g, &info), PB_OK);
+    pb_status st = PB_OK;
+    for (f->next_pos = 1; st == PB_OK; f->next_pos++) {
+        fill_rows(f);
+        capture(f);
+        st = pb_kvcache_group_observe(f->g, f->next_pos, f->attn, STRIDE,
+                                      f->lens);
+    }
+    assert_int_equal(st, PB_ERR_FULL);
+    assert_true(f->total + HEADS > info.pool_rows);
+    for (uint32_t h = 0; h < HEADS; h++)
+        assert_true(f->lens[h] < info.head_capacity);
+    expect_unchanged(f);
+    pb_kvcache_group_destroy(f->g);
+    free(f);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Prefill                                                                  */
 
 static void prefill_not_fresh_and_order(void **state) {
@@ -359,14 +483,16 @@ static void create_refusals(void **state) {
     } rows[] = {{"num_heads 0", 0, 0u}, {"num_heads 4097", 0, 4097u},
                 {"floor 1001", 1, 1001u}, {"slack 0", 2, 0u},
                 {"slack 65537", 2, 65537u}, {"struct_size 23", 3, 23u},
-                {"cap 999", 4, 999u}, {"cap 1", 4, 1u}};
+                {"cap 999", 4, 999u}, {"cap 1", 4, 1u},
+                {"pooled_rows 2", 5, 2u}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         pb_kvcache_group_params q = p;
         uint32_t *f = rows[i].field == 0   ? &q.num_heads
                       : rows[i].field == 1 ? &q.floor_permille
                       : rows[i].field == 2 ? &q.slack
                       : rows[i].field == 3 ? &q.struct_size
-                                           : &q.head_cap_permille;
+                      : rows[i].field == 4 ? &q.head_cap_permille
+                                           : &q.pooled_rows;
         *f = rows[i].value;
         assert_int_equal(pb_kvcache_group_create(&c, &q, NULL, &g),
                          PB_ERR_PARAM);
@@ -401,6 +527,13 @@ static void create_refusals(void **state) {
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
     info.struct_size = 39u;
     assert_int_equal(pb_kvcache_group_plan(&c, &p, &info), PB_ERR_PARAM);
+    /* A 0.2.0 caller's plan info: pool_rows lies past its struct. */
+    info.struct_size = 40u;
+    info.pool_rows = CANARY;
+    assert_int_equal(pb_kvcache_group_plan(&c, &p, &info), PB_OK);
+    assert_int_equal(info.pool_rows, CANARY);
+    assert_int_equal(info.struct_size, 40u);
+    info.struct_size = (uint32_t)sizeof info;
     assert_int_equal(pb_kvcache_group_plan(&c, &p, NULL), PB_ERR_NULL);
     assert_int_equal(pb_kvcache_group_size(&c, &p, NULL), PB_ERR_NULL);
     /* An allocator lacking a function. */
@@ -459,7 +592,17 @@ static void oom_countdown(void **state) {
         }
         assert_int_equal(pb_kvcache_group_observe(g, pos, attn, STRIDE, lens),
                          PB_OK);
-        if (pos % 2u == 0u)
+        uint32_t rows_now[256];
+        assert_int_equal(pb_kvcache_group_new_rows(g, rows_now, HEADS), PB_OK);
+        assert_int_equal(pb_kvcache_group_head_rows(g, 0, rows_now, 256, &n),
+                         PB_OK);
+        if (pos % 4u == 0u)
+            assert_int_equal(pb_kvcache_group_evict_rows(g, UINT64_MAX,
+                                                         victims, rows_now,
+                                                         256, counts, HEADS,
+                                                         &n),
+                             PB_OK);
+        else if (pos % 2u == 0u)
             assert_int_equal(pb_kvcache_group_evict(g, UINT64_MAX, victims,
                                                     256, counts, HEADS, &n),
                              PB_OK);
@@ -489,6 +632,8 @@ int main(void) {
                                         fx_free),
         cmocka_unit_test_setup_teardown(observe_full, fx_warm, fx_free),
         cmocka_unit_test_setup_teardown(evict_bad_arguments, fx_warm, fx_free),
+        cmocka_unit_test_setup_teardown(rows_bad_arguments, fx_warm, fx_free),
+        cmocka_unit_test(observe_pool_full),
         cmocka_unit_test_setup_teardown(prefill_not_fresh_and_order, fx_warm,
                                         fx_free),
         cmocka_unit_test_setup_teardown(prefill_fresh_rows, fx_warm, fx_free),
