@@ -41,6 +41,25 @@ static pb_kvcache_config head_config(uint32_t share, uint32_t scorer) {
     return c;
 }
 
+/* The K/V rows of the group's layer in the two layouts (per-head buffers
+ * of head_capacity, the pooled store of pool_rows) and the library's MB
+ * with the pool on (pooled_rows), as the columns the rows end with. */
+static void print_kv_rows(const pb_kvcache_group *g, uint32_t share,
+                          uint32_t scorer) {
+    pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
+    (void)pb_kvcache_group_info(g, &info);
+    pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    p.num_heads = info.num_heads;
+    p.slack = info.head_capacity - info.head_max;
+    p.pooled_rows = 1u;
+    const pb_kvcache_config hc = head_config(share, scorer);
+    size_t pooled = 0;
+    (void)pb_kvcache_group_size(&hc, &p, &pooled);
+    printf(" %llu | %llu | %.2f |\n",
+           (unsigned long long)info.num_heads * info.head_capacity,
+           (unsigned long long)info.pool_rows, (double)pooled / 1e6);
+}
+
 static const char *scorer_name(uint32_t scorer) {
     return scorer == PB_SCORER_WINDOW ? "window" : "cumulative";
 }
@@ -146,12 +165,13 @@ static int run_cadence(group_bench *b, const bench_options *opt,
         for (uint32_t h = 0; h < b->heads; h++)
             sm += (double)pb_kvcache_memory_bytes(b->sep[h]);
         printf("| decode | %s | %u | %u | %u | %.1f [%.1f - %.1f] | %.1f "
-               "[%.1f - %.1f] | %.2fx | %.2f | %.2f | %.2fx | %u |\n",
+               "[%.1f - %.1f] | %.2fx | %.2f | %.2f | %.2fx | %u |",
                scorer_name(b->scorer), (unsigned)b->heads,
                (unsigned)b->share, (unsigned)cadence, g.median * 1e6,
                g.min * 1e6, g.max * 1e6, s.median * 1e6, s.min * 1e6,
                s.max * 1e6, g.median / s.median, gm / 1e6, sm / 1e6, gm / sm,
                (unsigned)info.head_capacity);
+        print_kv_rows(b->group, b->share, b->scorer);
         fflush(stdout);
     } else {
         rc = bench_fail(NAME, "group rows, cadence %u: a call failed",
@@ -172,11 +192,15 @@ void bench_group_header(void) {
            "prefill: a 4 S prompt, 16 window rows per head, one group "
            "prefill against H separate prefills to S, us per layer; "
            "median [min - max], wall clock; ratio = group / separate; "
-           "memory: the library's bytes for the layer\n");
+           "memory: the library's bytes for the layer; K/V rows of the "
+           "layer: per-head buffers H x head_capacity, pooled pool_rows "
+           "(layer_total + H x slack), pooled MB: the group's bytes with "
+           "pooled_rows\n");
     printf("| step | scorer | H | S | cadence | group | separate | ratio | "
-           "group MB | separate MB | memory ratio | head capacity |\n"
+           "group MB | separate MB | memory ratio | head capacity | "
+           "K/V rows per-head | K/V rows pooled | pooled MB |\n"
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-           "--- | --- |\n");
+           "--- | --- | --- | --- | --- |\n");
     fflush(stdout);
 }
 
@@ -307,10 +331,11 @@ int bench_group_prefill(const bench_options *opt, uint32_t heads,
         for (uint32_t h = 0; h < heads; h++)
             sm += (double)pb_kvcache_memory_bytes(pb.sep[h]);
         printf("| prefill | window | %u | %u | - | %.1f [%.1f - %.1f] | %.1f "
-               "[%.1f - %.1f] | %.2fx | %.2f | %.2f | %.2fx | - |\n",
+               "[%.1f - %.1f] | %.2fx | %.2f | %.2f | %.2fx | - |",
                (unsigned)heads, (unsigned)share, g.median * 1e6, g.min * 1e6,
                g.max * 1e6, s.median * 1e6, s.min * 1e6, s.max * 1e6,
                g.median / s.median, gm / 1e6, sm / 1e6, gm / sm);
+        print_kv_rows(pb.group, share, PB_SCORER_WINDOW);
         fflush(stdout);
     } else {
         rc = bench_fail(NAME, "group prefill rows: a call failed");

@@ -21,7 +21,17 @@ void pkm_cache_free(pkm_cache *kc)
     free(kc->counts);
     free(kc->lens);
     if (kc->slots)
-        for (size_t i = 0; i < n; i++) pkm_slot_free(&kc->slots[i]);
+        for (size_t i = 0; i < n; i++) {
+            if (kc->slots[i].row) { /* a view: its store is freed below */
+                kc->slots[i].k = NULL;
+                kc->slots[i].v = NULL;
+            }
+            pkm_slot_free(&kc->slots[i]);
+        }
+    if (kc->store)
+        for (uint32_t l = 0; l < kc->n_layers; l++) free(kc->store[l]);
+    free(kc->store);
+    free(kc->store_rows);
     free(kc->pol);
     free(kc->slots);
     free(kc->shares);
@@ -50,10 +60,13 @@ static pb_kvcache_config head_config(const pkm_cache *kc,
 }
 
 /* Layer l of a head-adaptive row: one group over the layer's KV heads,
- * its pool n_kv x the layer's share; each head's K/V slot sized to the
- * most the head can hold between evicts (head_max + cadence). A replayed
- * prompt is held whole before its one evict, so the group's slack covers
- * it. Returns 0, 1 (refused) or -1. */
+ * its pool n_kv x the layer's share. With the window scorer the layer's
+ * K/V is pooled (pooled_rows): one store of pool_rows = layer_total +
+ * n_kv x cadence rows, each head's slot a view of it through the rows the
+ * group gives. A replayed prompt is held whole before its one evict, so
+ * the group's slack must cover it and the pool would too: those rows keep
+ * per-head slots sized to the most a head holds between evicts (head_max
+ * + cadence). Returns 0, 1 (refused) or -1. */
 static int group_init(pkm_cache *kc, const pkm_cache_params *p, uint32_t l,
                       char *err, size_t errlen)
 {
@@ -62,12 +75,41 @@ static int group_init(pkm_cache *kc, const pkm_cache_params *p, uint32_t l,
     gp.num_heads = kc->n_kv;
     gp.slack = kc->replay ? p->max_len : kc->cadence;
     gp.prefill_max_len = kc->replay ? 0 : p->max_len;
+    gp.pooled_rows = kc->replay ? 0u : 1u;
     pb_kvcache_group_plan_info info = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
     pb_status st = pb_kvcache_group_plan(&cfg, &gp, &info);
     if (st == PB_OK) st = pb_kvcache_group_create(&cfg, &gp, NULL, &kc->grp[l]);
     if (st != PB_OK) {
         snprintf(err, errlen, "pb_kvcache_group_create: %s", pb_status_str(st));
         return st == PB_ERR_PARAM ? 1 : -1;
+    }
+    if (gp.pooled_rows) {
+        const uint32_t rows = (uint32_t)info.pool_rows;
+        const size_t hd = kc->head_dim;
+        kc->store_rows[l] = rows;
+        kc->store[l] = malloc(2u * (size_t)rows * hd * sizeof(float));
+        if (!kc->store[l]) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+            pkm_slot *s = &kc->slots[(size_t)l * kc->n_kv + kv];
+            s->cap = info.head_capacity;
+            s->n = 0;
+            s->k = kc->store[l];
+            s->v = kc->store[l] + (size_t)rows * hd;
+            s->pos = malloc((size_t)s->cap * sizeof *s->pos);
+            s->row = malloc((size_t)s->cap * sizeof *s->row);
+            s->stage = malloc(2u * hd * sizeof(float));
+            if (!s->pos || !s->row || !s->stage) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+        }
+        kc->capacity += rows;
+        kc->positions += info.layer_total;
+        kc->shares[l] = info.head_share;
+        return 0;
     }
     for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
         const uint32_t cap = info.head_max + kc->cadence;
@@ -110,9 +152,14 @@ int pkm_cache_init(pkm_cache *kc, const pkm_model *m,
     kc->idx = malloc(kc->idx_cap * sizeof *kc->idx);
     kc->counts = calloc(kc->n_kv, sizeof *kc->counts);
     kc->lens = calloc(kc->n_kv, sizeof *kc->lens);
-    if (adaptive) kc->grp = calloc(kc->n_layers, sizeof *kc->grp);
+    if (adaptive) {
+        kc->grp = calloc(kc->n_layers, sizeof *kc->grp);
+        kc->store = calloc(kc->n_layers, sizeof *kc->store);
+        kc->store_rows = calloc(kc->n_layers, sizeof *kc->store_rows);
+    }
     if (!kc->pol || !kc->slots || !kc->shares || !kc->red || !kc->idx ||
-        !kc->counts || !kc->lens || (adaptive && !kc->grp)) {
+        !kc->counts || !kc->lens ||
+        (adaptive && (!kc->grp || !kc->store || !kc->store_rows))) {
         snprintf(err, errlen, "out of memory");
         pkm_cache_free(kc);
         return -1;
@@ -270,11 +317,52 @@ static int replay_prompt(pb_kvcache *pol, const float *red, uint32_t rows,
                                                                           : -1;
 }
 
+/* A pooled layer's views after the group changed its heads: each head's
+ * held positions and their store rows, in held order (no K/V moves). */
+static int sync_pooled(pkm_cache *kc, uint32_t l)
+{
+    for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+        pkm_slot *s = &kc->slots[(size_t)l * kc->n_kv + kv];
+        size_t n = 0, nr = 0;
+        if (pb_kvcache_kept_positions(pb_kvcache_group_head(kc->grp[l], kv),
+                                      s->pos, s->cap, &n) != PB_OK ||
+            pb_kvcache_group_head_rows(kc->grp[l], kv, s->row, s->cap, &nr) !=
+                PB_OK ||
+            n != nr)
+            return -1;
+        s->n = (uint32_t)n;
+    }
+    return 0;
+}
+
+/* A pooled layer after its prefill: every survivor's K/V copied from
+ * `full` (positions 0 .. len-1 in order) to the row the group gave it. */
+static int gather_pooled(pkm_cache *kc, const pkm_slot *full, uint32_t l)
+{
+    const size_t hd = kc->head_dim;
+    if (sync_pooled(kc, l) != 0) return -1;
+    for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+        const size_t si = (size_t)l * kc->n_kv + kv;
+        const pkm_slot *s = &kc->slots[si];
+        const pkm_slot *f = &full[si];
+        for (uint32_t i = 0; i < s->n; i++) {
+            const uint32_t at = s->pos[i];
+            if (at >= f->n || f->pos[at] != at) return -1;
+            memcpy(s->k + (size_t)s->row[i] * hd, f->k + (size_t)at * hd,
+                   hd * sizeof(float));
+            memcpy(s->v + (size_t)s->row[i] * hd, f->v + (size_t)at * hd,
+                   hd * sizeof(float));
+        }
+    }
+    return 0;
+}
+
 /* Gathers every head of layer l from `full` by its instance's kept
  * positions (a head-adaptive row). */
 static int gather_group(pkm_cache *kc, const pkm_slot *full, uint32_t l,
                         uint32_t len)
 {
+    if (kc->store && kc->store[l]) return gather_pooled(kc, full, l);
     for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
         const size_t si = (size_t)l * kc->n_kv + kv;
         size_t nk = 0;
@@ -406,6 +494,21 @@ static int after_step_group(pkm_cache *kc, const float *attn, size_t stride,
         if (pb_kvcache_group_observe(kc->grp[l], pos, kc->red, kc->red_stride,
                                      kc->lens) != PB_OK)
             return -1;
+        if (kc->store[l]) {
+            /* Each head's new token goes from the stage to its row. */
+            if (pb_kvcache_group_new_rows(kc->grp[l], kc->idx, kc->n_kv) !=
+                PB_OK)
+                return -1;
+            for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
+                pkm_slot *s = &kc->slots[(size_t)l * kc->n_kv + kv];
+                const uint32_t r = kc->idx[kv];
+                if (r >= kc->store_rows[l]) return -1;
+                memcpy(s->k + (size_t)r * hd, s->stage, hd * sizeof(float));
+                memcpy(s->v + (size_t)r * hd, s->stage + hd,
+                       hd * sizeof(float));
+                s->row[s->n - 1] = r;
+            }
+        }
     }
     if (!evict_now) return 0;
     kc->since_evict = 0;
@@ -415,6 +518,10 @@ static int after_step_group(pkm_cache *kc, const float *attn, size_t stride,
                                    kc->idx_cap,
                                    kc->counts, kc->n_kv, &nv) != PB_OK)
             return -1;
+        if (kc->store[l]) { /* the victims' rows are free: views only */
+            if (sync_pooled(kc, l) != 0) return -1;
+            continue;
+        }
         const uint32_t *v = kc->idx;
         for (uint32_t kv = 0; kv < kc->n_kv; kv++) {
             pkm_slot *s = &kc->slots[(size_t)l * kc->n_kv + kv];

@@ -1,7 +1,9 @@
 /*
  * pkm_cache.h - the reference integration of libpyramidkv into a decoder:
  * one policy instance and one K/V slot per (layer, KV head), slots sized
- * from the instance's capacity, the shares of every layer taken from one
+ * from the instance's capacity (a head-adaptive layer: one group and one
+ * pooled K/V store of the group's pool_rows rows, the heads' slots views
+ * into it), the shares of every layer taken from one
  * schedule function, prefill compression from the observation-window rows
  * (head group reduced with pb_kvcache_head_reduce), gathering K/V by the kept
  * positions, then per decode step: observe, evict at a cadence, compact.
@@ -77,6 +79,11 @@ typedef struct pkm_cache {
     pb_kvcache **pol;   /* [layer * n_kv + kv]; NULL entries: full cache
                            or a head-adaptive row */
     pb_kvcache_group **grp; /* [layer] for a head-adaptive row, else NULL */
+    float **store;      /* [layer] a pooled head-adaptive row's K/V: one
+                           store of the group's pool_rows rows (keys, then
+                           values), its heads' slots views into it; NULL
+                           entries: per-head slots */
+    uint32_t *store_rows; /* [layer] rows of each store */
     size_t *counts;     /* per-head victim / survivor counts, n_kv */
     size_t *lens;       /* per-head attention lengths, n_kv */
     size_t red_stride;  /* floats between two heads' blocks in red */
@@ -90,7 +97,9 @@ typedef struct pkm_cache {
                            (n_kv x max_len for a head-adaptive row) */
     size_t idx_cap;
     uint64_t positions; /* sum of effective shares over slots */
-    uint64_t capacity;  /* sum of slot capacities (peak rows held) */
+    uint64_t capacity;  /* K/V rows allocated (the peak rows held): the sum
+                           of slot capacities, a pooled layer's store
+                           counting its pool_rows once */
 } pkm_cache;
 
 /* Creates the instances and slots. Returns 0, 1 if the library refuses the

@@ -186,6 +186,8 @@ int pkm_slot_init(pkm_slot *s, uint32_t cap, uint32_t head_dim)
 
 void pkm_slot_free(pkm_slot *s)
 {
+    free(s->row);
+    free(s->stage);
     free(s->pos);
     free(s->k);
     free(s->v);
@@ -249,6 +251,17 @@ static void rope(float *x, const float *cs, const float *sn, size_t half)
     }
 }
 
+/* Row i of a slot's keys (base s->k, off 0) or values (s->v, off hd):
+ * contiguous, or through the pooled view's rows with the new token, the
+ * last, in the stage. */
+static const float *held_row(const pkm_slot *s, const float *base,
+                             uint32_t i, size_t hd, size_t off)
+{
+    if (!s->row) return base + (size_t)i * hd;
+    if (i + 1 == s->n) return s->stage + off;
+    return base + (size_t)s->row[i] * hd;
+}
+
 int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
                    float *attn, size_t attn_stride, float *logits)
 {
@@ -280,11 +293,11 @@ int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
             memcpy(m->q_out + (size_t)l * qd, m->q, qd * sizeof(float));
         for (size_t kv = 0; kv < c->n_kv_heads; kv++) {
             pkm_slot *s = &ls[kv];
-            float *kr = s->k + (size_t)s->n * hd;
+            float *kr = s->row ? s->stage : s->k + (size_t)s->n * hd;
             memcpy(kr, m->k + kv * hd, hd * sizeof(float));
             rope(kr, cs, sn, half);
-            memcpy(s->v + (size_t)s->n * hd, m->v + kv * hd,
-                   hd * sizeof(float));
+            memcpy(s->row ? s->stage + hd : s->v + (size_t)s->n * hd,
+                   m->v + kv * hd, hd * sizeof(float));
             s->pos[s->n] = pos;
             s->n++;
         }
@@ -293,7 +306,7 @@ int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
             const float *qh = m->q + h * hd;
             float mx = -INFINITY;
             for (uint32_t i = 0; i < s->n; i++) {
-                m->scores[i] = dot(qh, s->k + (size_t)i * hd, hd);
+                m->scores[i] = dot(qh, held_row(s, s->k, i, hd, 0), hd);
                 if (m->scores[i] > mx) mx = m->scores[i];
             }
             double z = 0.0;
@@ -309,7 +322,7 @@ int pkm_model_step(pkm_model *m, pkm_slot *slots, uint32_t tok, uint32_t pos,
             for (uint32_t i = 0; i < s->n; i++) {
                 const float p = m->scores[i] * inv;
                 if (dst) dst[i] = p;
-                const float *vr = s->v + (size_t)i * hd;
+                const float *vr = held_row(s, s->v, i, hd, hd);
                 for (size_t j = 0; j < hd; j++) oh[j] += p * vr[j];
             }
         }

@@ -43,11 +43,18 @@ typedef struct pkm_model {
 } pkm_model;
 
 /* One KV head's cache in one layer: held positions in ascending order and
- * their keys (already rotated) and values, row i for pos[i]. */
+ * their keys (already rotated) and values, row i for pos[i]. With `row`
+ * set, the slot is a view of its layer's pooled store (the pooled K/V
+ * layout of a layer group, docs/guide.md): pos[i]'s K/V is row row[i] of
+ * k and v, which the layer's heads share; a step writes the new token's
+ * K/V to `stage` (K, then V) and attends to it there, and the runtime
+ * moves it to the row the group gives it. */
 typedef struct pkm_slot {
     uint32_t cap, n;
     uint32_t *pos;
-    float *k, *v; /* [cap][head_dim] */
+    float *k, *v;  /* [cap][head_dim], or the layer's store [rows][head_dim] */
+    uint32_t *row; /* NULL, or [cap]: the store row of each held position */
+    float *stage;  /* with row: [2][head_dim] */
 } pkm_slot;
 
 /* Loads a weights file; returns 0 or -1 with a message in err. */
