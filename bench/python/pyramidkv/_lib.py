@@ -163,16 +163,17 @@ class ProfileParams(ctypes.Structure):
 class GroupParams(ctypes.Structure):
     _fields_ = [(n, u32) for n in ("struct_size", "num_heads",
                                    "floor_permille", "slack",
-                                   "prefill_max_len", "head_cap_permille")]
-    DEFAULT = (24, 8, 200, 1, 0, 0)
+                                   "prefill_max_len", "head_cap_permille",
+                                   "pooled_rows")]
+    DEFAULT = (28, 8, 200, 1, 0, 0, 0)
 
 
 class GroupPlanInfo(ctypes.Structure):
     _fields_ = [(n, u32) for n in ("struct_size", "num_heads", "head_share",
                                    "floor", "head_min", "head_max",
                                    "head_capacity", "reserved")] + [
-        ("layer_total", u64)]
-    DEFAULT = (40, 0, 0, 0, 0, 0, 0, 0, 0)
+        ("layer_total", u64), ("pool_rows", u64)]
+    DEFAULT = (48, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 class QKConfig(ctypes.Structure):
