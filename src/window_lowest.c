@@ -37,9 +37,10 @@ void pb__window_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
                        uint32_t *positions, double *scores, void *work) {
     pb__window *p = (pb__window *)(void *)inst;
     size_t ranks[PB__FILTER_MAX_NEEDED];
+    double known[PB__FILTER_MAX_NEEDED];
     if (k == 0u || k > PB__FILTER_MAX_NEEDED || first != 0u ||
         !p->filter_ok || !p->sums_valid ||
-        !pb__filter_select(p, end, k, ranks)) {
+        !pb__filter_select(p, end, k, ranks, known)) {
         pb__window_peek_lowest(inst, first, end, k, positions, scores, work);
         return;
     }
@@ -49,7 +50,9 @@ void pb__window_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
     double x[PB__FILTER_MAX_NEEDED];
     for (size_t t = 0; t < k; ++t) {
         const size_t r = ranks[t];
-        const double v = pooled_exact(p, r);
+        /* The decision's own exact pooled score where it computed one
+         * (the same fold, the same bits), else the ring's. */
+        const double v = known[t] >= 0.0 ? known[t] : pooled_exact(p, r);
         const uint64_t key = pb__key_bits(v);
         size_t u = t;
         while (u > 0u && (pb__key_bits(x[u - 1u]) > key ||
