@@ -42,11 +42,8 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
         assert(p->scores[p->holes[t]] == 0.0);
 #endif
 
-    if (p->obs_window <= 64u && p->rounded_rows == 0u) {
-        if (pooled != NULL)
-            for (size_t v = 0; v < needed; ++v) pooled[v] = -1.0;
-        return pb__filter_select_exact(p, evictable, needed, ranks);
-    }
+    if (p->obs_window <= 64u && p->rounded_rows == 0u)
+        return pb__filter_select_exact(p, evictable, needed, ranks, pooled);
     size_t nc = pb__filter_scan(p, evictable, needed, -1.0, 0);
     const double thr = pb__filter_threshold(p->heap[0], obs); /* the heap is full */
     if (nc == SIZE_MAX) {

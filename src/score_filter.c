@@ -412,9 +412,10 @@ size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
  * a rank is then exactly its window max of sums times 2^-K, so the
  * victims are the `needed` least (window max, rank) pairs, with no bound,
  * no exact score and no limit on ties. The heap keeps one pair more when
- * there is one: the runner-up, the next scan's seed. */
+ * there is one: the runner-up, the next scan's seed. pooled, when not
+ * NULL, gets each victim's pooled score beside its rank. */
 int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
-                            size_t *ranks) {
+                            size_t *ranks, double *pooled) {
     const size_t keep = needed < evictable ? needed + 1u : needed;
     pb__filter_scan(p, evictable, keep, -1.0, 1);
     struct pb__candidate *heap = p->cands;
@@ -425,7 +426,25 @@ int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
         heap[0] = heap[--n];
         pb__cand_sift_down(heap, n, 0u);
     }
-    for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
-    pb__sort_ranks(ranks, needed);
+    if (pooled == NULL) {
+        for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
+        pb__sort_ranks(ranks, needed);
+        return 1;
+    }
+    /* With the pooled scores: each is its window max times 2^-K exactly
+     * (a power of two), kept beside its rank through an insertion sort
+     * by rank. */
+    for (size_t k = 0; k < needed; ++k) {
+        const size_t r = heap[k].rank;
+        const double v = heap[k].value / p->q_scale;
+        size_t u = k;
+        while (u > 0u && ranks[u - 1u] > r) {
+            ranks[u] = ranks[u - 1u];
+            pooled[u] = pooled[u - 1u];
+            --u;
+        }
+        ranks[u] = r;
+        pooled[u] = v;
+    }
     return 1;
 }

@@ -314,9 +314,8 @@ void pb__filter_store_row(pb__window *p, const float *weights, size_t n);
  * On success writes the victims' ranks, ascending, to ranks[0 .. needed-1]
  * and returns 1; returns 0 when deciding this way would cost more than the
  * full path (the caller then takes it). pooled, when not NULL, receives on
- * success each victim's exact pooled score beside its rank where the
- * decision computed it, and -1.0 where it did not. Changes only the
- * scan's hints. */
+ * success each victim's exact pooled score beside its rank (the bits the
+ * ring's fold gives). Changes only the scan's hints. */
 int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
                       size_t *ranks, double *pooled);
 
@@ -336,9 +335,10 @@ size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
                        double thr, int exact);
 
 /* pb__filter_select when no held weight rounded: the least (window max,
- * rank) pairs, ties unlimited (score_filter.c). */
+ * rank) pairs, ties unlimited (score_filter.c); pooled as there, every
+ * score given. */
 int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
-                            size_t *ranks);
+                            size_t *ranks, double *pooled);
 
 /* Recomputes the prefix folds of every held column from the ring (always
  * possible; sets prefix_valid). */
