@@ -31,7 +31,7 @@ static double exact_score(const pb__window *p, score_cache *c, size_t j) {
 }
 
 int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
-                      size_t *ranks) {
+                      size_t *ranks, double *pooled) {
     assert(p->filter_ok && p->sums_valid);
     assert(needed >= 1u && needed <= PB__FILTER_MAX_NEEDED);
     assert(needed <= evictable && evictable <= p->c.kept);
@@ -43,7 +43,7 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
 #endif
 
     if (p->obs_window <= 64u && p->rounded_rows == 0u)
-        return pb__filter_select_exact(p, evictable, needed, ranks);
+        return pb__filter_select_exact(p, evictable, needed, ranks, pooled);
     size_t nc = pb__filter_scan(p, evictable, needed, -1.0, 0);
     const double thr = pb__filter_threshold(p->heap[0], obs); /* the heap is full */
     if (nc == SIZE_MAX) {
@@ -109,8 +109,18 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
         assert(best >= 0.0);
         p->cands[c].value = best;
     }
-    if (shared != SIZE_MAX - 1u)
-        for (size_t c = 0; c < nc; ++c) p->cands[c].value = 0.0;
+    /* Shared: every candidate's pooled score is the shared rank's window
+     * score, read once when the caller wants the scores. */
+    if (shared != SIZE_MAX - 1u) {
+        const double e =
+            pooled != NULL
+                ? pb__ring_window_score(
+                      p->ring, p->row_stride, p->obs_window,
+                      pb__ring_column_of(p->holes, p->n_holes, shared),
+                      p->lazy_holes, p->n_lazy, p->dense_rows)
+                : 0.0;
+        for (size_t c = 0; c < nc; ++c) p->cands[c].value = e;
+    }
 
     /* The `needed` smallest by (pooled, rank): candidates are in rank
      * order, so a strict comparison keeps the lower rank on ties. */
@@ -127,9 +137,10 @@ int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
     }
     size_t w = 0, runner = nc;
     for (size_t c = 0; c < nc; ++c) {
-        if (chosen[c])
+        if (chosen[c]) {
+            if (pooled != NULL) pooled[w] = p->cands[c].value;
             ranks[w++] = p->cands[c].rank;
-        else if (runner == nc || p->cands[c].value < p->cands[runner].value)
+        } else if (runner == nc || p->cands[c].value < p->cands[runner].value)
             runner = c;
     }
     assert(w == needed);

@@ -44,8 +44,9 @@
  * from the sums. A hole's sum is kept at 0 (below every sum, so no window
  * max notices it), which lets the column windows stand for the rank
  * windows. With one victim asked, the runner-up of the last scan seeds T*
- * before the pass, and a guess (the last such scan's least window max and
- * a margin), checked after it, bounds it tighter still (scan). When the
+ * before the pass; with a few asked, a guess (the last scan of as many's
+ * needed-th least window max and a margin), checked after it, bounds it
+ * tighter still (scan). When the
  * one member whose bound can reach the top is the same rank for every
  * candidate, the candidates' pooled scores are all its window score: a
  * tie, which the ranks break, so nothing is read from the ring.
@@ -363,40 +364,43 @@ static double scan_top(const pb__window *p, const scan_state *st) {
 #define PB__GUESS_FEW ((size_t)4)
 #define PB__GUESS_MANY ((size_t)16)
 
-/* scan_pass, with one victim asked (the exact scan's runner-up besides)
- * and the scan's heap filled from its own columns, bounded first by a
- * guess: the last such scan's needed-th least window max m, times
- * 1 + 2^-guess_step. From one step to the next the sums move little as a
- * whole although which column is least changes often, so the bound
- * usually passes a few columns where the runner-up's window max, when
- * there is one, passes dozens. A guess is only a hint: columns above it
- * are passed over, which is exact only if the needed-th least window max
- * the scan finds is at most the guess (then every column above could not
- * matter, as with a seed); when it is not, the scan runs again without
- * the guess. The margin adapts to how many columns the guessed scans
- * take: it halves above PB__GUESS_MANY, doubles below PB__GUESS_FEW and
- * grows fourfold after a miss. Only the time depends on it. */
+/* scan_pass, with the scan's heap filled from its own columns, bounded
+ * first by a guess when it asks for at most PB__GUESS_SLOTS least (one
+ * victim, the exact scan's runner-up besides, or a layer group's few
+ * lowest keys of a head): the last such scan's needed-th least window max
+ * m, times 1 + 2^-guess_step, each `needed` with its own m and margin.
+ * From one step to the next the sums move little as a whole although
+ * which column is least changes often, so the bound usually passes a few
+ * columns where the runner-up's window max, when there is one, passes
+ * dozens. A guess is only a hint: columns above it are passed over, which
+ * is exact only if the needed-th least window max the scan finds is at
+ * most the guess (then every column above could not matter, as with a
+ * seed); when it is not, the scan runs again without the guess. The
+ * margin adapts to how many columns the guessed scans take: it halves
+ * above PB__GUESS_MANY, doubles below PB__GUESS_FEW and grows fourfold
+ * after a miss. Only the time depends on it. */
 size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
                        double thr, int exact) {
     scan_state st;
-    const int one = thr < 0.0 && needed == 1u + (size_t)exact;
-    if (one && p->guess_m >= 0.0) {
-        const double guess =
-            p->guess_m + ldexp(p->guess_m, -(int)p->guess_step);
+    const int guessed = thr < 0.0 && needed <= PB__GUESS_SLOTS;
+    double *gm = guessed ? &p->guess_m[needed - 1u] : NULL;
+    unsigned *gs = guessed ? &p->guess_step[needed - 1u] : NULL;
+    if (guessed && *gm >= 0.0) {
+        const double guess = *gm + ldexp(*gm, -(int)*gs);
         const size_t nc =
             scan_pass(p, evictable, needed, thr, exact, guess, &st);
         if (st.heap_n == needed && scan_top(p, &st) <= guess) {
-            if (st.taken > PB__GUESS_MANY && p->guess_step < PB__GUESS_STEPS)
-                p->guess_step += 1u;
-            else if (st.taken < PB__GUESS_FEW && p->guess_step > 0u)
-                p->guess_step -= 1u;
-            p->guess_m = scan_top(p, &st);
+            if (st.taken > PB__GUESS_MANY && *gs < PB__GUESS_STEPS)
+                *gs += 1u;
+            else if (st.taken < PB__GUESS_FEW && *gs > 0u)
+                *gs -= 1u;
+            *gm = scan_top(p, &st);
             return nc;
         }
-        p->guess_step = p->guess_step > 2u ? p->guess_step - 2u : 0u;
+        *gs = *gs > 2u ? *gs - 2u : 0u;
     }
     const size_t nc = scan_pass(p, evictable, needed, thr, exact, -1.0, &st);
-    if (one && st.heap_n == needed) p->guess_m = scan_top(p, &st);
+    if (guessed && st.heap_n == needed) *gm = scan_top(p, &st);
     return nc;
 }
 
@@ -408,9 +412,10 @@ size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
  * a rank is then exactly its window max of sums times 2^-K, so the
  * victims are the `needed` least (window max, rank) pairs, with no bound,
  * no exact score and no limit on ties. The heap keeps one pair more when
- * there is one: the runner-up, the next scan's seed. */
+ * there is one: the runner-up, the next scan's seed. pooled, when not
+ * NULL, gets each victim's pooled score beside its rank. */
 int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
-                            size_t *ranks) {
+                            size_t *ranks, double *pooled) {
     const size_t keep = needed < evictable ? needed + 1u : needed;
     pb__filter_scan(p, evictable, keep, -1.0, 1);
     struct pb__candidate *heap = p->cands;
@@ -421,7 +426,25 @@ int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
         heap[0] = heap[--n];
         pb__cand_sift_down(heap, n, 0u);
     }
-    for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
-    pb__sort_ranks(ranks, needed);
+    if (pooled == NULL) {
+        for (size_t k = 0; k < needed; ++k) ranks[k] = heap[k].rank;
+        pb__sort_ranks(ranks, needed);
+        return 1;
+    }
+    /* With the pooled scores: each is its window max times 2^-K exactly
+     * (a power of two), kept beside its rank through an insertion sort
+     * by rank. */
+    for (size_t k = 0; k < needed; ++k) {
+        const size_t r = heap[k].rank;
+        const double v = heap[k].value / p->q_scale;
+        size_t u = k;
+        while (u > 0u && ranks[u - 1u] > r) {
+            ranks[u] = ranks[u - 1u];
+            pooled[u] = pooled[u - 1u];
+            --u;
+        }
+        ranks[u] = r;
+        pooled[u] = v;
+    }
     return 1;
 }

@@ -112,31 +112,72 @@ void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
     }
 }
 
+/* Asked for at most this many keys, the lowest entry takes one
+ * vectorised pass per key after the first (a layer group's decode step
+ * asks each head for two); beyond, the one scalar pass of
+ * pb__lowest_ranks is cheaper. */
+#define PB__SOURCE_FEW_KEYS ((size_t)4)
+
+/* The least key of ranks lo .. hi-1 (lo < hi) and, in *at, the first rank
+ * holding it: one vectorised pass. */
+static uint64_t least_in(const pb__source *p, size_t lo, size_t hi,
+                         size_t *at) {
+    size_t r = 0;
+    const uint64_t key =
+        p->per == sizeof(double)
+            ? p->c.k->least_bits((const double *)p->source + lo, hi - lo, &r)
+            : p->c.k->least_u32((const uint32_t *)p->source + lo, hi - lo,
+                                &r);
+    *at = lo + r;
+    return key;
+}
+
 void pb__source_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
                        uint32_t *positions, double *scores, void *work) {
     const pb__source *p = (const pb__source *)(const void *)inst;
-    if (k != 1u || p->per == 0u) {
+    if (k == 0u || k > PB__SOURCE_FEW_KEYS || p->per == 0u) {
         pb__source_peek_lowest(inst, first, end, k, positions, scores, work);
         return;
     }
-    /* One key (a decode step's evict): the first rank holding the least
-     * key, as the evict of one finds it, from the observe's hint where it
-     * covers this range, else in one vectorised pass. */
-    size_t best;
-    if (p->least_ok && p->least_first == first && p->least_end == end) {
-        best = p->least_at;
-    } else {
-        size_t r = 0;
-        if (p->per == sizeof(double))
-            (void)p->c.k->least_bits((const double *)p->source + first,
-                                     end - first, &r);
-        else
-            (void)p->c.k->least_u32((const uint32_t *)p->source + first,
-                                    end - first, &r);
-        best = first + r;
+    assert(k <= end - first);
+    /* The keys in (key, rank) order, one at a time: the first is the
+     * first rank holding the least key, from the observe's hint where it
+     * covers this range (as the evict of one finds it); each next is the
+     * least (key, rank) over the ranks not yet taken, the runs between
+     * them scanned in rank order so that an equal key keeps the lower
+     * rank. taken[] holds the ranks so far, ascending. */
+    size_t taken[PB__SOURCE_FEW_KEYS];
+    for (size_t t = 0; t < k; ++t) {
+        size_t best = SIZE_MAX;
+        if (t == 0u && p->least_ok && p->least_first == first &&
+            p->least_end == end) {
+            best = p->least_at;
+        } else {
+            uint64_t best_key = 0u;
+            size_t lo = first;
+            for (size_t u = 0; u <= t; ++u) {
+                const size_t hi = u < t ? taken[u] : end;
+                if (lo < hi) {
+                    size_t at;
+                    const uint64_t key = least_in(p, lo, hi, &at);
+                    if (best == SIZE_MAX || key < best_key) {
+                        best = at;
+                        best_key = key;
+                    }
+                }
+                lo = hi + 1u;
+            }
+        }
+        assert(best != SIZE_MAX);
+        positions[t] = p->c.pos[best];
+        scores[t] = pb__source_score(inst, best);
+        size_t u = t;
+        while (u > 0u && taken[u - 1u] > best) {
+            taken[u] = taken[u - 1u];
+            --u;
+        }
+        taken[u] = best;
     }
-    positions[0] = p->c.pos[best];
-    scores[0] = pb__source_score(inst, best);
 }
 
 size_t pb__source_peek_work_bytes(const pb_kvcache *inst) {

@@ -257,7 +257,7 @@ void pb__window_evict(pb_kvcache *inst, size_t first, size_t end,
         size_t ranks[PB__FILTER_MAX_NEEDED];
         int filtered = 0;
         if (p->sums_valid) {
-            filtered = pb__filter_select(p, evictable, needed, ranks);
+            filtered = pb__filter_select(p, evictable, needed, ranks, NULL);
             if (filtered) {
                 p->filter_backoff = 0u;
             } else {

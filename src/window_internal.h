@@ -85,6 +85,11 @@ static inline unsigned pb__lowest_bit(uint64_t v) {
  * kept; the engine rebuilds its sums or prefix folds when it next wants
  * them.
  */
+/* Scans of up to this many least window maxima keep a guessed bound of
+ * their own (score_filter.c, scan): a head asked for its few lowest keys
+ * at every decode step scans as a one-victim evict does. */
+#define PB__GUESS_SLOTS 8u
+
 typedef struct pb__window {
     pb_kvcache c;         /* the common part (first: an instance is this) */
     uint32_t slot;        /* ring slot the next observed step writes */
@@ -112,9 +117,11 @@ typedef struct pb__window {
     size_t n_lazy;
     uint64_t dense_rows;  /* in the lazy state, bit s: row s rewritten */
     int lazy_ok;          /* obs_window <= 64: lazy compaction possible */
-    unsigned guess_step;  /* the filter's guessed bound has the margin
-                             2^-guess_step, 0 .. PB__GUESS_STEPS (with
-                             guess_m, below; a hint) */
+    unsigned guess_step[PB__GUESS_SLOTS]; /* for a scan of n least (n
+                             <= PB__GUESS_SLOTS), slot n-1: the filter's
+                             guessed bound has the margin 2^-guess_step,
+                             0 .. PB__GUESS_STEPS (with guess_m, below; a
+                             hint) */
     size_t zero_upto;     /* ring columns kept + n_holes + n_lazy ..
                              zero_upto-1 are 0 in every row (and, in a row
                              rewritten in the lazy state, so are kept +
@@ -155,10 +162,11 @@ typedef struct pb__window {
     size_t seed_col;      /* a column whose window max seeds the next
                              filtered scan of one victim (the runner-up of
                              the last one); only a hint, SIZE_MAX: none */
-    double guess_m;       /* the last such scan's needed-th least window
-                             max, the next one's guessed bound; a hint,
-                             < 0: none (score_filter.c, scan); its margin
-                             is guess_step, above */
+    double guess_m[PB__GUESS_SLOTS]; /* slot n-1: the last scan of n
+                             least's n-th least window max, the next
+                             one's guessed bound; a hint, < 0: none
+                             (score_filter.c, scan); its margin is
+                             guess_step, above */
 } pb__window;
 
 /* The window scorer's state of an instance that has it (NULL for any
@@ -269,7 +277,7 @@ void pb__compact_columns(void *array, size_t elem_size, const uint64_t *alive,
 #define PB__HOLES_MIN ((size_t)8)
 
 /* The least margin of the filtered scan's guessed bound: 2^-20 of the
- * last needed-th least window max (score_filter.c, scan). */
+ * last scan's needed-th least window max (score_filter.c, scan). */
 #define PB__GUESS_STEPS 20u
 
 /* Dead columns a ring row of the lazy state's old layout may hold: the
@@ -305,9 +313,11 @@ void pb__filter_store_row(pb__window *p, const float *weights, size_t n);
  * recomputing exact window scores only where the sums cannot decide.
  * On success writes the victims' ranks, ascending, to ranks[0 .. needed-1]
  * and returns 1; returns 0 when deciding this way would cost more than the
- * full path (the caller then takes it). Changes only the scan's seed hint. */
+ * full path (the caller then takes it). pooled, when not NULL, receives on
+ * success each victim's exact pooled score beside its rank (the bits the
+ * ring's fold gives). Changes only the scan's hints. */
 int pb__filter_select(pb__window *p, size_t evictable, size_t needed,
-                      size_t *ranks);
+                      size_t *ranks, double *pooled);
 
 /* T*(m): no rank whose window max of sums exceeds it can be a victim
  * (score_filter.c gives the bound). */
@@ -325,9 +335,10 @@ size_t pb__filter_scan(pb__window *p, size_t evictable, size_t needed,
                        double thr, int exact);
 
 /* pb__filter_select when no held weight rounded: the least (window max,
- * rank) pairs, ties unlimited (score_filter.c). */
+ * rank) pairs, ties unlimited (score_filter.c); pooled as there, every
+ * score given. */
 int pb__filter_select_exact(pb__window *p, size_t evictable, size_t needed,
-                            size_t *ranks);
+                            size_t *ranks, double *pooled);
 
 /* Recomputes the prefix folds of every held column from the ring (always
  * possible; sets prefix_valid). */

@@ -155,8 +155,10 @@ static void reset_state(pb__window *p) {
     p->filter_backoff = 0u;
     p->last_path = PB__PATH_NONE;
     p->seed_col = SIZE_MAX;
-    p->guess_m = -1.0;
-    p->guess_step = 4u;
+    for (unsigned i = 0; i < PB__GUESS_SLOTS; i++) {
+        p->guess_m[i] = -1.0;
+        p->guess_step[i] = 4u;
+    }
     p->c.pos[0] = 0u;
     pb__ring_clear_column(p->ring, p->row_stride, p->obs_window, 0u);
 }

@@ -60,3 +60,20 @@ PB_PROBE(pb_header_probe_runtime) {
            (slots != PB_NULL) + (compact != PB_NULL) +
            (PB_KVCACHE_BUDGET_SHARE == UINT32_MAX) + PB_INT(PB_KEYS_BF16);
 }
+
+/* The layer group: its params' _DEFAULT, its plan info's _INIT, and its
+ * decode doors (observe, evict, and the one-call step). */
+PB_PROBE(pb_header_probe_group) {
+    const pb_kvcache_group_params p = PB_KVCACHE_GROUP_PARAMS_DEFAULT;
+    const pb_kvcache_group_plan_info i = PB_KVCACHE_GROUP_PLAN_INFO_INIT;
+    pb_status (*obs)(pb_kvcache_group *, uint32_t, const float *, size_t,
+                     const size_t *) = pb_kvcache_group_observe;
+    pb_status (*ev)(pb_kvcache_group *, uint64_t, uint32_t *, size_t,
+                    size_t *, size_t, size_t *) = pb_kvcache_group_evict;
+    pb_status (*st)(pb_kvcache_group *, uint32_t, const float *, size_t,
+                    const size_t *, uint64_t, uint32_t *, size_t, size_t *,
+                    size_t, size_t *) = pb_kvcache_group_step;
+    return PB_INT(p.num_heads + p.floor_permille + p.slack) +
+           (p.struct_size == sizeof p) + (i.struct_size == sizeof i) +
+           (obs != PB_NULL) + (ev != PB_NULL) + (st != PB_NULL);
+}

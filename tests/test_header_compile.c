@@ -14,6 +14,8 @@ int pb_header_probe_family_c11(void);
 int pb_header_probe_family_cxx(void);
 int pb_header_probe_runtime_c11(void);
 int pb_header_probe_runtime_cxx(void);
+int pb_header_probe_group_c11(void);
+int pb_header_probe_group_cxx(void);
 
 static void both_languages_agree(void **state) {
     (void)state;
@@ -35,8 +37,18 @@ static void runtime_header_agrees(void **state) {
                      pb_header_probe_runtime_c11());
 }
 
+/* pyramidkv_group.h: 8 + 200 + 1 from PB_KVCACHE_GROUP_PARAMS_DEFAULT and
+ * five truths. */
+static void group_header_agrees(void **state) {
+    (void)state;
+    assert_int_equal(pb_header_probe_group_c11(), 209 + 5);
+    assert_int_equal(pb_header_probe_group_cxx(),
+                     pb_header_probe_group_c11());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(both_languages_agree),
-                                       cmocka_unit_test(runtime_header_agrees)};
+                                       cmocka_unit_test(runtime_header_agrees),
+                                       cmocka_unit_test(group_header_agrees)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,8 +10,11 @@ In one run, medians over --reps repetitions of --steps decode steps at
   C        observe + evict in a C loop (pbpy_steps), per step;
   Python   KVCache.observe + KVCache.evict, per step;
 and for a layer of 8 KV heads: Layer.observe + Layer.evict (one C call per
-head) and Group.observe + Group.evict (pb_kvcache_group, one call each for
-the layer, floor_permille 1000) against the C loop over 8 instances. Prints the figures; asserts nothing.
+head), Group.observe + Group.evict (pb_kvcache_group, one call each for
+the layer, floor_permille 1000), Group.step (pb_kvcache_group_step, one
+call for both; with out=, no victims array made) and the same step in a C
+loop, against the C loop over 8 instances. Prints the figures; asserts
+nothing.
 It owns only the timing; the instances are the library's.
 """
 import argparse
@@ -62,6 +65,14 @@ def main():
     C.pbpy_evict_heads.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
                                    ctypes.c_void_p, ctypes.c_size_t]
     C.pbpy_evict_heads.restype = ctypes.c_int
+    has_step = hasattr(C, "pbpy_group_steps")
+    if has_step:
+        C.pbpy_group_steps.argtypes = [ctypes.c_void_p, ctypes.c_uint32,
+                                       ctypes.c_uint32, ctypes.c_void_p,
+                                       ctypes.c_size_t, ctypes.c_void_p,
+                                       ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_void_p, ctypes.c_size_t]
+        C.pbpy_group_steps.restype = ctypes.c_double
     if hasattr(C, "pbpy_group_observe"):
         C.pbpy_group_observe.argtypes = [ctypes.c_void_p, ctypes.c_uint32,
                                          ctypes.c_void_p, ctypes.c_size_t,
@@ -86,11 +97,13 @@ def main():
     layer.heads = make(a.held, a.heads)
     group = None
     if pk.group_available():
-        group = pk.Group(num_heads=a.heads, floor_permille=1000,
-                         budget=a.held, recent_window=32, obs_window=16,
-                         pool_kernel=7)
-        for p in range(1, a.held):
-            group.observe(p, None)
+        group, gstep, gstep_o, gstep_c = (
+            pk.Group(num_heads=a.heads, floor_permille=1000, budget=a.held,
+                     recent_window=32, obs_window=16, pool_kernel=7)
+            for _ in range(4))
+        for G in (group, gstep, gstep_o, gstep_c):
+            for p in range(1, a.held):
+                G.observe(p, None)
     # the observation-alone comparison: room for S steps between evicts
     heads8 = make(a.held, a.heads, capacity=a.held + S + 2)
     arr8 = (ctypes.c_void_p * a.heads)(*[c._h for c in heads8])
@@ -114,7 +127,10 @@ def main():
                 G.observe(p, None)
     pos = {"one": a.held, "layer": a.held, "group": a.held, "obs": a.held}
     fl, cc, py, lc, lp, gp, oc, og, ogc = [], [], [], [], [], [], [], [], []
-    pyo = []
+    pyo, gs, gso, gsc = [], [], [], []
+    gout = np.empty(a.heads * (a.held + 2), np.uint32)
+    glens = np.full(a.heads, a.held, dtype=np.uintp)
+    gcounts = np.empty(a.heads, dtype=np.uintp)
     out = np.empty(a.held + 2, np.uint32)
     lens8 = np.full(a.heads, a.held, dtype=np.uintp)
     noop = C.pbpy_noop
@@ -161,6 +177,23 @@ def main():
                 group.observe(p + i, rows8)
                 group.evict()
             gp.append((time.perf_counter_ns() - t0) / S)
+            if has_step and gstep._step is not None:
+                t0 = time.perf_counter_ns()
+                for i in range(S):
+                    gstep.step(p + i, rows8)
+                gs.append((time.perf_counter_ns() - t0) / S)
+                t0 = time.perf_counter_ns()
+                for i in range(S):
+                    gstep_o.step(p + i, rows8, out=gout)
+                gso.append((time.perf_counter_ns() - t0) / S)
+                ns = C.pbpy_group_steps(gstep_c._h, p, S,
+                                        pk._lib.addr(rows8), a.held,
+                                        pk._lib.addr(glens),
+                                        pk._lib.addr(gout), gout.size,
+                                        pk._lib.addr(gcounts), a.heads)
+                if ns < 0:
+                    raise RuntimeError("library error in the C group loop")
+                gsc.append(ns / S)
             pos["group"] += S
             # the observation alone, S steps back to back with no evict
             # in between (capacities hold them; the held count grows the
@@ -219,6 +252,13 @@ def main():
     if group is not None:
         print("  Python Group (pb_kvcache_group: one observe and one evict "
               "call)  %.3f  (%.2fx the C loop)" % (m(gp), m(gp) / m(lc)))
+        if gs:
+            print("  pb_kvcache_group_step in a C loop     %.3f  (%.2fx)"
+                  % (m(gsc), m(gsc) / m(lc)))
+            print("  Python Group.step (one C call)        %.3f  (%.2fx the "
+                  "C loop; target <= 1.5x)" % (m(gs), m(gs) / m(lc)))
+            print("  Python Group.step(..., out=)          %.3f  (%.2fx)"
+                  % (m(gso), m(gso) / m(lc)))
         print("layer of %d KV heads, the observation alone, held %d .. %d "
               "(us):" % (a.heads, a.held, a.held + S - 1))
         print("  %d pb_kvcache_observe calls in C       %.3f" % (a.heads, m(oc)))
@@ -226,7 +266,8 @@ def main():
               % (m(ogc), m(ogc) / m(oc)))
         print("  Python Group.observe (one C call)     %.3f  (%.2fx; target "
               "<= 1.5x)" % (m(og), m(og) / m(oc)))
-        group.close()
+        for G in (group, gstep, gstep_o, gstep_c):
+            G.close()
         gobs.close()
         gobs_c.close()
     else:

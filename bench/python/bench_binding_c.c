@@ -89,3 +89,25 @@ PBPY_API double pbpy_group_observe(pb_kvcache_group *group, uint32_t pos,
         return -1.0;
     return now_ns() - t0;
 }
+
+/* `steps` decode steps of a group through pb_kvcache_group_step (observe
+ * with rows [heads, stride] of which each head reads its held count, then
+ * evict to the layer's total), timed inside C: the group's own cost of
+ * what the Python Group.step does. Returns the nanoseconds, or -1 on a
+ * library error. */
+PBPY_API double pbpy_group_steps(pb_kvcache_group *group, uint32_t first,
+                                 uint32_t steps, const float *rows,
+                                 size_t stride, size_t *lens,
+                                 uint32_t *victims, size_t victims_cap,
+                                 size_t *counts, size_t counts_len)
+{
+    const double t0 = now_ns();
+    for (uint32_t s = 0; s < steps; s++) {
+        size_t nv = 0;
+        if (pb_kvcache_group_step(group, first + s, rows, stride, lens,
+                                  UINT64_MAX, victims, victims_cap, counts,
+                                  counts_len, &nv) != PB_OK)
+            return -1.0;
+    }
+    return now_ns() - t0;
+}

@@ -228,6 +228,37 @@ PB_API pb_status pb_kvcache_group_evict(pb_kvcache_group *group,
                                         size_t victims_cap, size_t *counts,
                                         size_t counts_len, size_t *n_victims);
 
+/* One decode step of the layer in one call: pb_kvcache_group_observe(group,
+ * pos, attn, head_stride, attn_len), then pb_kvcache_group_evict(group,
+ * budget, victims, victims_cap, counts, counts_len, n_victims), with the
+ * same results as those two calls (victims head by head, counts[h],
+ * *n_victims; nothing goes when the layer holds no more than
+ * min(budget, layer_total) and no head is above its cap). For a runtime
+ * that evicts every step and for bindings, whose cost is per call; at a
+ * longer cadence call pb_kvcache_group_observe between the steps.
+ *
+ * victims_cap must hold the most this step can evict: the layer's excess
+ * over min(budget, layer_total) once every head has admitted pos (at
+ * cadence 1 with the default budget, num_heads), or, if larger, what the
+ * heads above a head cap must give up.
+ *
+ * Returns PB_OK, or, checked in this order, with nothing changed:
+ *   PB_ERR_NULL     group, counts or n_victims is NULL, attn is not NULL
+ *                   and attn_len is NULL, or victims is NULL with
+ *                   victims_cap > 0;
+ *   PB_ERR_BUFFER   counts_len < num_heads (*n_victims untouched), or
+ *                   victims_cap is below that bound (*n_victims set to
+ *                   the bound);
+ *   then pb_kvcache_group_observe's statuses in its order
+ *   (PB_ERR_POSITION, PB_ERR_LENGTH, PB_ERR_WEIGHT, PB_ERR_FULL).
+ * No allocation. Not thread-safe on one group. */
+PB_API pb_status pb_kvcache_group_step(pb_kvcache_group *group, uint32_t pos,
+                                       const float *attn, size_t head_stride,
+                                       const size_t *attn_len, uint64_t budget,
+                                       uint32_t *victims, size_t victims_cap,
+                                       size_t *counts, size_t counts_len,
+                                       size_t *n_victims);
+
 /* One decode step for every head scored from the token's queries and the
  * heads' keys, as pb_qk_observe does for one instance: for KV head h,
  * pb_qk_attention of one row with queries q + h * q_kv_stride (its

@@ -4,7 +4,8 @@
  * scorer, sinks, pooling, any share), the group (1 .. 6 heads, any floor,
  * slack, head cap) and then a program of decode steps (weights from a
  * palette of edge values, NaN and infinities included, wrong lengths and
- * positions), evicts with any ask and buffer, resets and prefills. Every call is also
+ * positions), one-call steps (observe, then evict with any ask), evicts
+ * with any ask and buffer, resets and prefills. Every call is also
  * made on the naive model of tests/group/group_reference.c: statuses,
  * victims, counts and every head's held positions must agree, and a
  * refused call must leave the held positions as they were. A bit of the
@@ -153,7 +154,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float attn[MAX_HEADS * STRIDE];
     float rows[MAX_HEADS * MAX_LEN * MAX_LEN];
     size_t lens[MAX_HEADS];
-    uint32_t v1[MAX_HEADS * STRIDE], v2[MAX_HEADS * STRIDE];
+    /* Room for a step: every head at its capacity plus the admitted one. */
+    uint32_t v1[MAX_HEADS * (STRIDE + 1u)], v2[MAX_HEADS * (STRIDE + 1u)];
     size_t c1[MAX_HEADS], c2[MAX_HEADS];
     uint32_t pos = 0;
     int fresh = 1;
@@ -185,8 +187,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             else if (!null_step && bad_len) want = PB_ERR_LENGTH;
             else if (!null_step && !ok_w) want = PB_ERR_WEIGHT;
             else if (full) want = PB_ERR_FULL;
-            const pb_status got = pb_kvcache_group_observe(
-                g, at, null_step ? NULL : attn, STRIDE, lens);
+            /* A quarter of the steps go through the one-call step, which
+             * must equal an observe and then an evict with that ask. */
+            const int via_step = op % 8u == 3u && (op >> 7) != 0u;
+            const uint8_t a = via_step ? fuzz_byte(&r) : 0u;
+            const uint64_t ask = a < 200u ? UINT64_MAX : (uint64_t)(a - 200u);
+            size_t n1 = 0, n2 = 0;
+            const pb_status got =
+                via_step
+                    ? pb_kvcache_group_step(g, at, null_step ? NULL : attn,
+                                            STRIDE, lens, ask, v1,
+                                            sizeof v1 / sizeof *v1, c1,
+                                            heads, &n1)
+                    : pb_kvcache_group_observe(g, at, null_step ? NULL : attn,
+                                               STRIDE, lens);
             CHECK(got == want);
             if (got == PB_OK) {
                 for (uint32_t h = 0; h < heads; h++)
@@ -204,6 +218,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         tag_p[nr[h]] = at;
                     }
                 }
+            }
+            if (got == PB_OK && via_step) {
+                CHECK(ref_group_evict(&ref, ask, v2, sizeof v2 / sizeof *v2,
+                                      c2, &n2) == PB_OK);
+                CHECK(n1 == n2);
+                CHECK(memcmp(c1, c2, heads * sizeof *c1) == 0);
+                CHECK(memcmp(v1, v2, n1 * sizeof *v1) == 0);
             }
             break;
         }

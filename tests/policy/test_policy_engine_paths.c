@@ -419,17 +419,16 @@ static void run_decode(unsigned long seed) {
          * victim. A miss from the least margin takes the margin up two
          * steps; a huge guess that held is replaced by the scan's own. */
         const unsigned force = pbt_below(&r, 6);
-        if (force == 0u) {
-            wf->guess_m = 0.0;
-            wf->guess_step = PB__GUESS_STEPS;
-        } else if (force == 1u) {
-            wf->guess_m = 0x1p60;
-            wf->guess_step = 0u;
+        for (unsigned g = 0; g < PB__GUESS_SLOTS && force < 2u; g++) {
+            wf->guess_m[g] = force == 0u ? 0.0 : 0x1p60;
+            wf->guess_step[g] = force == 0u ? PB__GUESS_STEPS : 0u;
         }
         assert_int_equal(pb_kvcache_evict(t.fast, ask, va, 2048, &na), PB_OK);
-        if (force == 0u && wf->guess_step == PB__GUESS_STEPS - 2u)
-            ++guess_misses;
-        if (force == 1u && wf->guess_m < 0x1p60) ++guess_huge_held;
+        for (unsigned g = 0; g < PB__GUESS_SLOTS; g++) {
+            if (force == 0u && wf->guess_step[g] == PB__GUESS_STEPS - 2u)
+                ++guess_misses;
+            if (force == 1u && wf->guess_m[g] < 0x1p60) ++guess_huge_held;
+        }
         assert_int_equal(pb_kvcache_evict(t.stream, ask, vd, 2048, &nd),
                          PB_OK);
         assert_int_equal(pb_kvcache_evict(t.full, ask, vb, 2048, &nb), PB_OK);

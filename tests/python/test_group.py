@@ -119,3 +119,67 @@ def test_group_refusals_leave_it_unchanged():
     with pytest.raises(pk.PyramidKVError) as e:
         pk.Group(num_heads=2, capacity=40, **HEAD)
     assert e.value.status_name == "PB_ERR_PARAM"
+
+
+def test_group_step_equals_observe_then_evict():
+    """Group.step (pb_kvcache_group_step) against observe + evict on a twin
+    group: the same victims, counts and held positions, with a new array,
+    the same array refilled in place (its address reused), out= and
+    lengths=."""
+    rng = np.random.default_rng(8)
+    kw = dict(num_heads=3, floor_permille=200, head_cap_permille=1500, **HEAD)
+    with pk.Group(**kw) as a, pk.Group(**kw) as b:
+        out = np.empty(3 * (a.info["head_capacity"] + 1), np.uint32)
+        same = np.zeros((3, 64), np.float32)
+        for pos in range(1, 90):
+            lens = [h.kept_count for h in a.heads]
+            budget = 20 if pos % 7 == 0 else pk.group.UINT64_MAX
+            if pos % 5 == 0:
+                attn = rows_for(rng, lens, max(lens))
+            else:  # the same array each time, rewritten in place
+                same[:] = 0
+                same[:, :max(lens)] = rows_for(rng, lens, max(lens))
+                attn = same
+            kwargs = dict(out=out) if pos % 2 else {}
+            v, counts = a.step(pos, attn, budget, lengths=lens, **kwargs)
+            b.observe(pos, attn, lengths=lens)
+            want = b.evict(budget)
+            assert counts == [len(w) for w in want]
+            assert v.tolist() == [int(x) for w in want for x in w]
+            if pos % 2:
+                assert v.base is out
+            assert [k.tolist() for k in a.kept_positions()] == \
+                [k.tolist() for k in b.kept_positions()]
+        v, counts = a.step(90, None)
+        b.observe(90, None)
+        assert counts == [len(w) for w in b.evict()]
+
+
+def test_group_step_refusals_leave_it_unchanged():
+    with pk.Group(num_heads=2, **HEAD) as g:
+        g.step(1, np.ones((2, 1), np.float32))
+        before = [k.tolist() for k in g.kept_positions()]
+        small = np.empty(1, np.uint32)
+        for pos, attn, lens, kw, exc, status in [
+            (2, np.ones((3, 2), np.float32), None, {}, ValueError, None),
+            (2, np.ones((2, 2), np.float64), None, {}, TypeError, None),
+            (2, np.ones((2, 2), np.float32), [2, 1], {}, pk.PyramidKVError,
+             "PB_ERR_LENGTH"),
+            (2, np.full((2, 2), np.nan, np.float32), None, {},
+             pk.PyramidKVError, "PB_ERR_WEIGHT"),
+            (1, np.ones((2, 2), np.float32), None, {}, pk.PyramidKVError,
+             "PB_ERR_POSITION"),
+            (2, np.ones((2, 2), np.float32), None, dict(out=small, budget=0),
+             pk.PyramidKVError, "PB_ERR_BUFFER"),
+            (2, np.ones((2, 2), np.float32), None,
+             dict(out=np.empty(4, np.int32)), TypeError, None),
+            (2, np.ones((2, 2), np.float32), None, dict(budget=-1),
+             ValueError, None),
+        ]:
+            with pytest.raises(exc) as e:
+                g.step(pos, attn, lengths=lens, **kw)
+            if status:
+                assert e.value.status_name == status
+            assert [k.tolist() for k in g.kept_positions()] == before
+    with pytest.raises(pk.ClosedError):
+        g.step(3, None)

@@ -414,6 +414,10 @@ def _declare(L):
     }
     if hasattr(L, "pb_kvcache_group_create"):
         protos.update(group)
+    # The group's one-call step came after the group itself.
+    if hasattr(L, "pb_kvcache_group_step"):
+        protos["pb_kvcache_group_step"] = (st, [vp, u32, vp, size_t, vp, u64,
+                                                vp, size_t, vp, size_t, vp])
     # The runtime helpers (pyramidkv_runtime.h), likewise optional.
     runtime = {
         "pb_kvcache_evict_to_share": (st, [vp, vp, size_t, vp]),

@@ -16,7 +16,7 @@ import numpy as np
 from . import _lib
 from ._lib import PyramidKVError, check, lib
 from .kvcache import (ClosedError, KVCache, _called, _make_config, _Owned,
-                      _pos, _queried)
+                      _F32, _pos, _queried)
 
 UINT64_MAX = (1 << 64) - 1
 
@@ -141,6 +141,14 @@ class Group(_Owned):
                             self._n_ref)
         self.heads = [_HeadView(self, lib().pb_kvcache_group_head(self._h, i))
                       for i in range(self.num_heads)]
+        # step's state: the C door (None with an older library), the stride
+        # the lengths were last filled for (-1: filled by hand)
+        self._step = getattr(lib(), "pb_kvcache_group_step", None)
+        self._lens_for = None
+        self._attn_last = self._attn_addr = None
+        self._out_last = self._out_addr = None
+        self._counts_addr = self._counts.ctypes.data
+        self._victims_addr = self._victims.ctypes.data
 
     def _info(self):
         info = _lib.GroupPlanInfo(*_lib.GroupPlanInfo.DEFAULT)
@@ -177,20 +185,95 @@ class Group(_Owned):
                 raise ValueError("attn: %d rows for %d heads"
                                  % (a.shape[0], self.num_heads))
             stride = a.shape[1]
-            lens = self._lens
-            if lengths is None:
-                lens.fill(stride)
-            else:
-                ln = _lib.int_array(lengths, "lengths", stride)
-                if ln.shape != (self.num_heads,):
-                    raise ValueError("lengths: one integer 0 .. %d per head"
-                                     % stride)
-                lens[:] = ln
+            self._fill_lens(stride, lengths)
             with self._lock:
                 st = self._observe(self._handle(), pos, a.ctypes.data, stride,
                                    self._lens_addr)
         if st:
             raise PyramidKVError(st, "pb_kvcache_group_observe")
+
+    def _fill_lens(self, stride, lengths):
+        """The lengths array the C call reads: every head ``stride``
+        (refilled only when the stride changes), or ``lengths``."""
+        if lengths is None:
+            if self._lens_for != stride:
+                self._lens.fill(stride)
+                self._lens_for = stride
+            return
+        ln = _lib.int_array(lengths, "lengths", stride)
+        if ln.shape != (self.num_heads,):
+            raise ValueError("lengths: one integer 0 .. %d per head" % stride)
+        self._lens[:] = ln
+        self._lens_for = None
+
+    def step(self, pos, attn, budget=UINT64_MAX, lengths=None, out=None):
+        """pb_kvcache_group_step: observe(pos, attn, lengths) then
+        evict(budget) in one C call, one decode step of the layer; if the
+        library refuses, nothing changed. attn as for observe (None admits
+        pos without observing). Returns (victims, counts): the victims
+        head by head (head 0's ascending, then head 1's, ...) as a uint32
+        array, new, or a view of ``out`` (a writable C-contiguous uint32
+        ndarray) when given, and counts[h], head h's number of victims.
+        The library checks the position, the lengths, the weights and the
+        sizes; the group keeps a reference to the last attn and out, whose
+        addresses it reuses when the same arrays come again."""
+        if not (budget.__class__ is int and 0 <= budget <= UINT64_MAX):
+            b = int(budget)
+            if b != budget or not 0 <= b <= UINT64_MAX:
+                raise ValueError("budget must be an integer in 0 .. 2^64-1")
+            budget = b
+        if self._step is None:  # an older library: the two calls
+            self.observe(pos, attn, lengths)
+            v = self.evict(budget)
+            counts = [len(x) for x in v]
+            v = np.concatenate(v) if v else np.empty(0, np.uint32)
+            if out is not None:
+                out = _lib.u32_array(out, "out", out=True)
+                if v.size > out.size:
+                    raise PyramidKVError(_lib.PB_ERR_BUFFER, "Group.step")
+                out[:v.size] = v
+                v = out[:v.size]
+            return v, counts
+        if not (pos.__class__ is int and 0 <= pos <= 0xFFFFFFFF):
+            pos = _pos(pos)
+        a = attn
+        if a is None:
+            a_addr = lens = None
+            stride = 0
+        else:
+            if a is not self._attn_last:
+                if not (a.__class__ is np.ndarray and a.dtype is _F32
+                        and a.ndim == 2 and a.flags.c_contiguous):
+                    a = _lib.f32_array(attn, "attn", (2,))
+                # the array stays referenced, so its data cannot move
+                self._attn_last, self._attn_addr = a, a.ctypes.data
+            rows, stride = a.shape  # read again: a shape can change in place
+            if rows != self.num_heads:
+                raise ValueError("attn: %d rows for %d heads"
+                                 % (rows, self.num_heads))
+            if lengths is not None or self._lens_for != stride:
+                self._fill_lens(stride, lengths)
+            a_addr, lens = self._attn_addr, self._lens_addr
+        if out is None:
+            v_addr, v_cap = self._victims_addr, self._victims.size
+        else:
+            if out is not self._out_last:
+                o = _lib.u32_array(out, "out", out=True)
+                self._out_last, self._out_addr = o, o.ctypes.data
+            v_addr, v_cap = self._out_addr, out.size
+        with self._lock:
+            h = self._h
+            if h is None:
+                raise ClosedError("%s is closed" % self._what)
+            st = self._step(h, pos, a_addr, stride, lens, budget, v_addr,
+                            v_cap, self._counts_addr, self.num_heads,
+                            self._n_ref)
+            if st:
+                raise PyramidKVError(st, "pb_kvcache_group_step")
+            n = self._n.value
+            counts = self._counts.tolist()
+            v = out[:n] if out is not None else self._victims[:n].copy()
+        return v, counts
 
     def evict(self, budget=UINT64_MAX):
         """pb_kvcache_group_evict: the layer down to min(budget,
