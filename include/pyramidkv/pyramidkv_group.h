@@ -235,7 +235,10 @@ PB_API pb_status pb_kvcache_group_evict(pb_kvcache_group *group,
  * *n_victims; nothing goes when the layer holds no more than
  * min(budget, layer_total) and no head is above its cap). For a runtime
  * that evicts every step and for bindings, whose cost is per call; at a
- * longer cadence call pb_kvcache_group_observe between the steps.
+ * longer cadence call pb_kvcache_group_observe between the steps. It
+ * returns no pool rows: a runtime on the pooled layout (params.pooled_rows)
+ * calls pb_kvcache_group_observe, pb_kvcache_group_new_rows and
+ * pb_kvcache_group_evict_rows instead.
  *
  * victims_cap must hold the most this step can evict: the layer's excess
  * over min(budget, layer_total) once every head has admitted pos (at
