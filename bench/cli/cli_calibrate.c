@@ -370,7 +370,12 @@ int pb_cli_calibrate(int argc, char **argv) {
         for (uint32_t l = 0; l < L; ++l)
             for (uint32_t h = 0; h < H; ++h)
                 ly[l].records += recs[(size_t)l * H + h];
-        for (uint32_t l = 0; l < L; ++l) ly[l].cake_pref = prep.cake_pref[l];
+        for (uint32_t l = 0; l < L; ++l) {
+            ly[l].cake_pref = prep.cake_pref[l];
+            ly[l].cake_from = o.cake_pref != NULL     ? "option"
+                              : prep.pref_from_texts[l] ? "preference"
+                                                        : "prompts";
+        }
         rc = pb_cli_calibrate_report(&o, &scan, ly, weights, fit, sc, n_sched,
                                      skipped);
     } else if (rc == 2) {

@@ -66,8 +66,10 @@ int pb_cli_scan_trace(const char *path, pb_cli_scan *out, char *err,
             if (rec.length > out->max_prompt) out->max_prompt = rec.length;
         } else if (rec.kind == PB_TR_DECODE) {
             out->decode += 1u;
-        } else {
+        } else if (rec.kind == PB_TR_FUTURE) {
             out->future += 1u;
+        } else {
+            out->preference += 1u;
         }
         out->rows += rec.rows;
         if (rec.length > out->max_len) out->max_len = rec.length;
@@ -106,7 +108,8 @@ int pb_cli_profile_trace(const char *path, const pb_cli_scan *scan,
     const float *v;
     int got;
     while ((got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
-        if (rec.kind == PB_TR_FUTURE) continue; /* scored, not profiled */
+        /* future rows are scored, preference rows give CAKE's P only */
+        if (rec.kind == PB_TR_FUTURE || rec.kind == PB_TR_PREFERENCE) continue;
         for (uint32_t j = 0; j < rec.rows; ++j) {
             /* Row j's query sits at query + j and sees keys 0 .. that. */
             const size_t seen = (size_t)rec.query + j + 1u;

@@ -42,7 +42,7 @@ int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
 /* What a first pass over a trace finds. */
 typedef struct pb_cli_scan {
     pb_tr_shape shape;
-    uint64_t prefill, decode, future; /* records */
+    uint64_t prefill, decode, future, preference; /* records */
     uint64_t rows;            /* rows of both kinds */
     uint32_t max_len;         /* longest row, in keys */
     uint32_t max_window;      /* most rows in a prefill record */
