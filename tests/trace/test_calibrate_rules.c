@@ -1,0 +1,218 @@
+/*
+ * test_calibrate_rules.c - the rules of docs/spec.md §18 that no figure
+ * test pins, through the pyramidkv program (path in argv[1]):
+ * `calibrate --progress on` prints one progress line on stderr and `off`
+ * none (§18, calibrate.md); the worst head on a tie
+ * is the first in (layer, head) order, and rows of equal figures are
+ * ordered uniform, adaptive, shares, then by name (§18.5), whatever the
+ * file order; replay's floor is --recent + 1 for the window scorers and 1
+ * for tova, streaming-llm and sliding-window (§18.6).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "trace_io.h"
+
+static const char *bin;
+
+static char *slurp_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1u);
+    assert_non_null(s);
+    s[fread(s, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Runs `pyramidkv args`; its exit status, stdout and stderr (freed by
+ * the caller). */
+static int run(const char *args, char **out, char **err) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s >tcr_out.txt 2>tcr_err.txt", bin, args);
+    const int st = system(cmd);
+    *out = slurp_text("tcr_out.txt");
+    *err = slurp_text("tcr_err.txt");
+    return st;
+}
+
+static cJSON *run_json(const char *args) {
+    char *out, *err;
+    if (run(args, &out, &err) != 0) fail_msg("'%s': %s", args, err);
+    cJSON *doc = cJSON_Parse(out);
+    free(out);
+    free(err);
+    assert_non_null(doc);
+    return doc;
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) fail_msg("no number %s", key);
+    return v->valuedouble;
+}
+
+static void progress_line(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run("trace --make funnel --out tcr_f.trace --layers 4 "
+                         "--kv-heads 2 --prompt 64 --window 8 --decode 0",
+                         &out, &err), 0);
+    free(out);
+    free(err);
+    assert_int_equal(run("calibrate tcr_f.trace --progress on", &out, &err), 0);
+    /* 4 layers x 1 prompt: "\r... 1 of 4 ..." up to "4 of 4", then \n. */
+    if (strstr(err, "pyramidkv calibrate: 4 of 4 prompt-layers measured\n") ==
+            NULL || strchr(err, '\n')[1] != '\0')
+        fail_msg("stderr '%s'", err);
+    assert_non_null(strstr(out, "recommendation: "));
+    free(out);
+    free(err);
+    assert_int_equal(run("calibrate tcr_f.trace --progress off", &out, &err), 0);
+    assert_string_equal(err, "");
+    free(out);
+    free(err);
+    remove("tcr_f.trace");
+}
+
+/* 2 layers x 2 KV heads, every record the same rows: every head's figures
+ * tie. reversed: the streams in the opposite file order. */
+static void write_equal(const char *path, int reversed) {
+    char err[256];
+    const pb_tr_shape shape = {2u, 2u, 1u, 2u};
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(path, &shape, &w, err, sizeof err), 0);
+    enum { N = 40, R = 4, F = 2 };
+    static float pre[R * N], fut[F * (N + F)];
+    for (int j = 0; j < R; ++j)
+        for (int i = 0; i <= N - R + j; ++i)
+            pre[j * N + i] = (float)((i * 7 + j) % 11 + 1) / 64.0f;
+    for (int j = 0; j < F; ++j)
+        for (int i = 0; i <= N + j; ++i)
+            fut[j * (N + F) + i] = (float)((i * 5 + j) % 13 + 1) / 128.0f;
+    for (int n = 0; n < 4; ++n) {
+        const int s = reversed ? 3 - n : n;
+        pb_tr_record p = {PB_TR_PREFILL, PB_TR_F32, (uint32_t)s / 2u,
+                          (uint32_t)s % 2u, PB_TR_GROUP_REDUCED, N - R, R, N,
+                          0, 0};
+        pb_tr_record f = p;
+        f.kind = PB_TR_FUTURE;
+        f.query = N;
+        f.rows = F;
+        f.length = N + F;
+        assert_int_equal(pb_tr_writer_add(w, &p, pre, err, sizeof err), 0);
+        assert_int_equal(pb_tr_writer_add(w, &f, fut, err, sizeof err), 0);
+    }
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+}
+
+static int mode_rank(const char *m) {
+    return !strcmp(m, "uniform") ? 0 : !strcmp(m, "adaptive") ? 1 : 2;
+}
+
+static void ties_in_order(void **state) {
+    (void)state;
+    for (int rev = 0; rev < 2; ++rev) {
+        write_equal("tcr_t.trace", rev);
+        cJSON *d = run_json("calibrate tcr_t.trace --budget 12 --recent 2 "
+                            "--json --progress off");
+        const cJSON *r, *prev = NULL;
+        int equal_pairs = 0;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "schedules")) {
+            /* uniform shares, every head alike: every head ties, the
+             * worst is layer 0, head 0 */
+            if (!strcmp(cJSON_GetObjectItemCaseSensitive(r, "schedule")
+                            ->valuestring, "uniform") &&
+                (num(r, "worstLayer") != 0.0 || num(r, "worstHead") != 0.0))
+                fail_msg("worst head %g.%g", num(r, "worstLayer"),
+                         num(r, "worstHead"));
+            if (prev != NULL && num(prev, "peakLoss") == num(r, "peakLoss") &&
+                num(prev, "heavyHitterRecall") == num(r, "heavyHitterRecall") &&
+                num(prev, "retainedAttentionMass") ==
+                    num(r, "retainedAttentionMass")) {
+                const char *pm = cJSON_GetObjectItemCaseSensitive(prev, "heads")->valuestring;
+                const char *rm = cJSON_GetObjectItemCaseSensitive(r, "heads")->valuestring;
+                const char *pn = cJSON_GetObjectItemCaseSensitive(prev, "schedule")->valuestring;
+                const char *rn = cJSON_GetObjectItemCaseSensitive(r, "schedule")->valuestring;
+                if (mode_rank(pm) > mode_rank(rm) ||
+                    (mode_rank(pm) == mode_rank(rm) && strcmp(pn, rn) > 0))
+                    fail_msg("equal rows out of order: %s/%s before %s/%s",
+                             pn, pm, rn, rm);
+                equal_pairs += 1;
+            }
+            prev = r;
+        }
+        /* the uniform schedule's three head modes at least tie */
+        if (equal_pairs < 2) fail_msg("only %d equal neighbours", equal_pairs);
+        cJSON_Delete(d);
+    }
+    remove("tcr_t.trace");
+}
+
+static void replay_floor(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run("trace --make funnel --out tcr_d.trace --layers 4 "
+                         "--kv-heads 1 --prompt 64 --window 8 --decode 3",
+                         &out, &err), 0);
+    free(out);
+    free(err);
+    const struct {
+        const char *args;
+        double floor;
+    } cases[] = {
+        {"--policy tova --budget 1", 1.0},
+        {"--policy streaming-llm --sinks 0 --budget 1", 1.0},
+        {"--policy sliding-window --budget 1", 1.0},
+        {"--policy snapkv --budget 12 --recent 8", 9.0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        char args[256];
+        snprintf(args, sizeof args, "replay tcr_d.trace --schedule "
+                 "arithmetic:8 %s --json", cases[c].args);
+        cJSON *d = run_json(args);
+        double held = 0.0, below = 0.0;
+        const cJSON *l;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(d, "perLayer")) {
+            const double s = num(l, "share");
+            held += s > cases[c].floor ? s : cases[c].floor;
+            below += s < cases[c].floor;
+        }
+        if (held != num(d, "heldTotal") || below == 0.0)
+            fail_msg("'%s': held %g, sum of max(share, %g) %g, %g layers "
+                     "below the floor", args, num(d, "heldTotal"),
+                     cases[c].floor, held, below);
+        cJSON_Delete(d);
+    }
+    remove("tcr_d.trace");
+    remove("tcr_out.txt");
+    remove("tcr_err.txt");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_calibrate_rules PATH-TO-PYRAMIDKV\n");
+        return 2;
+    }
+    bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(progress_line),
+        cmocka_unit_test(ties_in_order),
+        cmocka_unit_test(replay_floor),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
