@@ -2,9 +2,9 @@
  * cli_calibrate_prep.c - the preparing pass of `pyramidkv calibrate`: how
  * many prefill and future records every stream holds (which fixes each
  * layer's prompts, docs/spec.md §18.1), the per-(layer, KV head) profile
- * that per-head shares come from, and CAKE's layer preference measured on
- * the preference records, or on the prompts where a layer has none
- * (§18.2). Sums that cross records are kept per (stream,
+ * that per-head shares come from (fed in stream order), and CAKE's layer
+ * preference measured on the preference records, or on the prompts where
+ * a layer has none (§18.2). Sums that cross records are kept per (stream,
  * prompt) and added in stream order at the end, so the file's order of
  * the streams changes no figure.
  */
@@ -74,8 +74,27 @@ typedef struct prep_pass {
     double tau1, tau2;
 } prep_pass;
 
-/* One record: its stream's counts; a prefill record's rows into the head
- * profile; a prefill or preference record's CAKE H and V. */
+/* A prefill record's rows into the head profile (in stream order, so the
+ * sums do not depend on the file's interleaving of query heads). */
+static int head_profile_record(void *ctx, const pb_tr_record *rec,
+                               const float *v, char *err, size_t err_len) {
+    cal_prep *out = (cal_prep *)ctx;
+    for (uint32_t j = 0; j < rec->rows; ++j) {
+        const pb_status st = pb_profile_add_row(
+            out->head_prof, rec->layer * out->kv_heads + rec->head,
+            v + (size_t)j * rec->length, (size_t)rec->query + j + 1u);
+        if (st != PB_OK && st != PB_ERR_WEIGHT) {
+            snprintf(err, err_len, "record %llu at byte %llu: its rows give "
+                     "no profile", (unsigned long long)rec->index,
+                     (unsigned long long)rec->offset);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One record: its stream's counts; a prefill or preference record's CAKE
+ * H and V. */
 static int prep_record(void *ctx, const pb_tr_record *rec, const float *v,
                        char *err, size_t err_len) {
     prep_pass *pp = (prep_pass *)ctx;
@@ -87,22 +106,13 @@ static int prep_record(void *ctx, const pb_tr_record *rec, const float *v,
     const uint32_t k = pref ? out->n_prf[s]++ : out->n_pre[s]++;
     if (!pref && k + 1u > out->prompts) out->prompts = k + 1u;
     if (pref && k + 1u > out->pref_texts) out->pref_texts = k + 1u;
-    int ok = 1;
-    for (uint32_t j = 0; ok && !pref && j < rec->rows; ++j) {
-        const pb_status st = pb_profile_add_row(
-            out->head_prof, rec->layer * out->kv_heads + rec->head,
-            v + (size_t)j * rec->length, (size_t)rec->query + j + 1u);
-        ok = st == PB_OK || st == PB_ERR_WEIGHT;
-    }
     double h = 0.0, var = 0.0, p = 0.0;
-    if (ok && rec->rows < rec->length &&
+    if (rec->rows < rec->length &&
         pb_cake_layer_preference(v, 1u, (size_t)rec->rows * rec->length,
                                  rec->rows, rec->length, pp->tau1, pp->tau2,
-                                 &h, &var, &p) != PB_OK)
-        ok = 0;
-    if (!ok) {
+                                 &h, &var, &p) != PB_OK) {
         snprintf(err, err_len, "record %llu at byte %llu: its rows give no "
-                 "profile or CAKE preference", (unsigned long long)rec->index,
+                 "CAKE preference", (unsigned long long)rec->index,
                  (unsigned long long)rec->offset);
         return -1;
     }
@@ -167,8 +177,11 @@ int pb_cli_calibrate_prep(const char *path, const pb_cli_scan *scan,
              pb_profile_create(&prp, NULL, &out->head_prof) != PB_OK)
         snprintf(err, err_len, "a profile of %u x %u heads over %u keys "
                  "does not fit", L, H, scan->max_len);
-    else
-        got = pb_cli_calibrate_visit(path, prep_record, &pp, err, err_len);
+    else if ((got = pb_cli_calibrate_visit(path, prep_record, &pp, err,
+                                           err_len)) == 0)
+        got = pb_cli_visit_stream_order(path, 1u << PB_TR_PREFILL,
+                                        head_profile_record, out, err,
+                                        err_len);
     /* A layer with preference records takes P from them, else from its
      * prompts (docs/spec.md §18.2). */
     for (uint32_t l = 0; got == 0 && l < L; ++l) {

@@ -2,7 +2,9 @@
  * test_calibrate_rules.c - the rules of docs/spec.md §18 that no figure
  * test pins, through the pyramidkv program (path in argv[1]):
  * `calibrate --progress on` prints one progress line on stderr and `off`
- * none (§18, calibrate.md); the worst head on a tie
+ * none (§18, calibrate.md); query heads written separately, their
+ * streams interleaved the other way round, give the same document to the
+ * last bit, profiles included (§18.1); the worst head on a tie
  * is the first in (layer, head) order, and rows of equal figures are
  * ordered uniform, adaptive, shares, then by name (§18.5), whatever the
  * file order; replay's floor is --recent + 1 for the window scorers and 1
@@ -87,6 +89,74 @@ static void progress_line(void **state) {
     free(out);
     free(err);
     remove("tcr_f.trace");
+}
+
+/* Copies trace `from` to `to` with its records in the opposite order of
+ * the streams: every stream's records keep their own order. */
+static void write_streams_reversed(const char *from, const char *to) {
+    char err[256];
+    pb_tr_reader *r = NULL;
+    assert_int_equal(pb_tr_reader_open_file(from, &r, err, sizeof err), 0);
+    const pb_tr_shape shape = *pb_tr_reader_shape(r);
+    enum { MAX = 64 };
+    float *vals[MAX];
+    pb_tr_record recs[MAX];
+    size_t n = 0;
+    const float *v;
+    while (pb_tr_reader_next(r, &recs[n], &v, err, sizeof err) == 1) {
+        assert_true(n < MAX);
+        const size_t c = (size_t)recs[n].rows * recs[n].length;
+        vals[n] = malloc(c * sizeof *v);
+        assert_non_null(vals[n]);
+        memcpy(vals[n], v, c * sizeof *v);
+        ++n;
+    }
+    pb_tr_reader_close(r);
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(to, &shape, &w, err, sizeof err), 0);
+    /* streams from the last (layer, head, query head) to the first, each
+     * whole in file order */
+    for (size_t s = n; s-- > 0;) {
+        int first = 1;
+        for (size_t i = 0; i < s && first; ++i)
+            first = !(recs[i].layer == recs[s].layer &&
+                      recs[i].head == recs[s].head &&
+                      recs[i].qhead == recs[s].qhead);
+        if (!first) continue;
+        for (size_t i = s; i < n; ++i)
+            if (recs[i].layer == recs[s].layer &&
+                recs[i].head == recs[s].head &&
+                recs[i].qhead == recs[s].qhead)
+                assert_int_equal(
+                    pb_tr_writer_add(w, &recs[i], vals[i], err, sizeof err), 0);
+    }
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+    for (size_t i = 0; i < n; ++i) free(vals[i]);
+}
+
+static void query_heads_any_order(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run("trace --make funnel --out tcr_g.trace --layers 3 "
+                         "--kv-heads 2 --group 3 --prompt 48 --window 6 "
+                         "--decode 0", &out, &err), 0);
+    free(out);
+    free(err);
+    write_streams_reversed("tcr_g.trace", "tcr_g_rev.trace");
+    cJSON *a = run_json("calibrate tcr_g.trace --budget 16 --recent 4 --json "
+                        "--progress off");
+    cJSON *b = run_json("calibrate tcr_g_rev.trace --budget 16 --recent 4 "
+                        "--json --progress off");
+    cJSON_DeleteItemFromObjectCaseSensitive(a, "trace");
+    cJSON_DeleteItemFromObjectCaseSensitive(b, "trace");
+    char *ta = cJSON_PrintUnformatted(a), *tb = cJSON_PrintUnformatted(b);
+    assert_string_equal(ta, tb);
+    free(ta);
+    free(tb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    remove("tcr_g.trace");
+    remove("tcr_g_rev.trace");
 }
 
 /* 2 layers x 2 KV heads, every record the same rows: every head's figures
@@ -211,6 +281,7 @@ int main(int argc, char **argv) {
     bin = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(progress_line),
+        cmocka_unit_test(query_heads_any_order),
         cmocka_unit_test(ties_in_order),
         cmocka_unit_test(replay_floor),
     };
