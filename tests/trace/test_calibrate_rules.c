@@ -4,7 +4,9 @@
  * `calibrate --progress on` prints one progress line on stderr and `off`
  * none (§18, calibrate.md); query heads written separately, their
  * streams interleaved the other way round, give the same document to the
- * last bit, profiles included (§18.1); the worst head on a tie
+ * last bit, profiles included, and are each a member with a share of its
+ * own: the same rows written as KV heads give the same figures (§18.1);
+ * the worst head on a tie
  * is the first in (layer, head) order, and rows of equal figures are
  * ordered uniform, adaptive, shares, then by name (§18.5), whatever the
  * file order; replay's floor is --recent + 1 for the window scorers and 1
@@ -18,6 +20,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +162,97 @@ static void query_heads_any_order(void **state) {
     remove("tcr_g_rev.trace");
 }
 
+/* A softmax row over pseudo-random logits of sharpness temp over keys
+ * 0 .. seen - 1, zero above. */
+static void soft_row(float *row, int width, int seen, double temp,
+                     uint64_t *s) {
+    double z = 0.0;
+    for (int i = 0; i < width; ++i) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = (double)(*s >> 11) / 9007199254740992.0;
+        row[i] = i < seen ? (float)exp(temp * u * u) : 0.0f;
+        z += row[i];
+    }
+    for (int i = 0; i < seen; ++i) row[i] = (float)(row[i] / z);
+}
+
+/* 2 layers, 2 prompts, two heads per layer of different rows: as the 2
+ * query heads of one KV head written separately (as_query_heads), or as
+ * 2 KV heads of one query head each. */
+static void write_pair(const char *path, int as_query_heads) {
+    enum { N = 48, R = 6, F = 3, L = 2, P = 2 };
+    char err[256];
+    const pb_tr_shape shape = {L, as_query_heads ? 1u : 2u,
+                               as_query_heads ? 2u : 1u, 2u};
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(path, &shape, &w, err, sizeof err), 0);
+    static float pre[R * N], fut[F * (N + F)];
+    for (int p = 0; p < P; ++p)
+        for (int l = 0; l < L; ++l)
+            for (int h = 0; h < 2; ++h) {
+                uint64_t s = 1000u + 100u * (uint64_t)p + 10u * (uint64_t)l +
+                             (uint64_t)h;
+                for (int j = 0; j < R; ++j)
+                    soft_row(pre + j * N, N, N - R + j + 1, 3.0 + 9.0 * h, &s);
+                for (int j = 0; j < F; ++j)
+                    soft_row(fut + j * (N + F), N + F, N + j + 1,
+                             4.0 + 8.0 * h, &s);
+                pb_tr_record r = {PB_TR_PREFILL, PB_TR_F32, (uint32_t)l,
+                                  as_query_heads ? 0u : (uint32_t)h,
+                                  as_query_heads ? (uint32_t)h : 0u,
+                                  N - R, R, N, 0, 0};
+                assert_int_equal(pb_tr_writer_add(w, &r, pre, err, sizeof err),
+                                 0);
+                r.kind = PB_TR_FUTURE;
+                r.query = N;
+                r.rows = F;
+                r.length = N + F;
+                assert_int_equal(pb_tr_writer_add(w, &r, fut, err, sizeof err),
+                                 0);
+            }
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+}
+
+/* Query heads written separately are each a head of the layer group with
+ * a share of its own (§18.1): the same rows as two KV heads give the same
+ * held positions, recall, mass and peak under uniform and adaptive heads
+ * (a reduced or shared group would keep one set for both). */
+static void query_heads_are_members(void **state) {
+    (void)state;
+    write_pair("tcr_q.trace", 1);
+    write_pair("tcr_k.trace", 0);
+    cJSON *q = run_json("calibrate tcr_q.trace --budget 12 --recent 2 --json "
+                        "--progress off");
+    cJSON *k = run_json("calibrate tcr_k.trace --budget 12 --recent 2 --json "
+                        "--progress off");
+    const char *keys[] = {"held", "heavyHitterRecall", "retainedAttentionMass",
+                          "peakLoss", "peakLossSE"};
+    int compared = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(q, "schedules")) {
+        const char *sc = cJSON_GetObjectItemCaseSensitive(a, "schedule")->valuestring;
+        const char *hm = cJSON_GetObjectItemCaseSensitive(a, "heads")->valuestring;
+        if (!strcmp(hm, "shares")) continue;
+        const cJSON *b = NULL, *x;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(k, "schedules"))
+            if (!strcmp(cJSON_GetObjectItemCaseSensitive(x, "schedule")->valuestring, sc) &&
+                !strcmp(cJSON_GetObjectItemCaseSensitive(x, "heads")->valuestring, hm))
+                b = x;
+        if (b == NULL) fail_msg("%s / %s: not in the KV-head trace", sc, hm);
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; ++i)
+            if (fabs(num(a, keys[i]) - num(b, keys[i])) > 1e-12)
+                fail_msg("%s / %s: %s %.17g as query heads, %.17g as KV "
+                         "heads", sc, hm, keys[i], num(a, keys[i]),
+                         num(b, keys[i]));
+        compared += 1;
+    }
+    if (compared < 10) fail_msg("only %d rows compared", compared);
+    cJSON_Delete(q);
+    cJSON_Delete(k);
+    remove("tcr_q.trace");
+    remove("tcr_k.trace");
+}
+
 /* 2 layers x 2 KV heads, every record the same rows: every head's figures
  * tie. reversed: the streams in the opposite file order. */
 static void write_equal(const char *path, int reversed) {
@@ -282,6 +376,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(progress_line),
         cmocka_unit_test(query_heads_any_order),
+        cmocka_unit_test(query_heads_are_members),
         cmocka_unit_test(ties_in_order),
         cmocka_unit_test(replay_floor),
     };
