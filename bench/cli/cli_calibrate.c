@@ -52,8 +52,10 @@ static void help(FILE *out) {
         "2. The rows: at average budget B per layer and recent window N (every\n"
         "   layer holds at least N + 1; equal held positions for every row),\n"
         "   uniform, arithmetic:2, :4, :8, kvfactory, kvfactory-balanced,\n"
-        "   taper, curve:4, profile and cake (CAKE's preference from the trace,\n"
-        "   temperatures --tau1, --tau2), each under three head modes: uniform\n"
+        "   taper, curve:4, profile and cake (CAKE's preference from the\n"
+        "   trace's preference records, version 3: the text the runtime\n"
+        "   measures it on, else from the prompts' windows; temperatures\n"
+        "   --tau1, --tau2), each under three head modes: uniform\n"
         "   (every KV head the layer's share), adaptive (one pool per layer,\n"
         "   Ada-KV) and shares (per-head shares from the trace's per-head\n"
         "   profile).\n"
@@ -76,7 +78,8 @@ static void help(FILE *out) {
         "  --tau1 X, --tau2 X  CAKE's temperatures, (0, 1000] [1.6, 0.6]\n"
         "  --cake-pref LIST    CAKE's layer preference given, one number >= 0\n"
         "                  per layer separated by commas (as a runtime measured\n"
-        "                  it on its own text), instead of measured on the trace\n"
+        "                  it on text the trace does not hold), instead of\n"
+        "                  measured on the trace\n"
         "  --progress on|off   a progress line on stderr [on for a terminal]\n"
         "  --per-layer     also print every layer's share and mass per schedule\n"
         "  --json          one JSON document instead of the tables\n"
@@ -370,7 +373,12 @@ int pb_cli_calibrate(int argc, char **argv) {
         for (uint32_t l = 0; l < L; ++l)
             for (uint32_t h = 0; h < H; ++h)
                 ly[l].records += recs[(size_t)l * H + h];
-        for (uint32_t l = 0; l < L; ++l) ly[l].cake_pref = prep.cake_pref[l];
+        for (uint32_t l = 0; l < L; ++l) {
+            ly[l].cake_pref = prep.cake_pref[l];
+            ly[l].cake_from = o.cake_pref != NULL     ? "option"
+                              : prep.pref_from_texts[l] ? "preference"
+                                                        : "prompts";
+        }
         rc = pb_cli_calibrate_report(&o, &scan, ly, weights, fit, sc, n_sched,
                                      skipped);
     } else if (rc == 2) {

@@ -91,6 +91,7 @@ typedef struct cal_layer {
     double bits, support;
     uint32_t k50, k90, k99;
     double cake_pref; /* CAKE's P_l (measured, or --cake-pref) */
+    const char *cake_from; /* "preference", "prompts" or "option" */
 } cal_layer;
 
 /* The preparing pass's findings (cli_calibrate_prep.c). A stream is one
@@ -99,11 +100,15 @@ typedef struct cal_layer {
 typedef struct cal_prep {
     uint32_t layers, kv_heads, slots; /* slots = group size + 1 */
     uint32_t *n_pre, *n_fut; /* per stream: prefill and future records */
+    uint32_t *n_prf;         /* per stream: preference records */
     uint32_t prompts;        /* the most prefill records of one stream */
+    uint32_t pref_texts;     /* the most preference records of one stream */
     pb_profile *head_prof;   /* profile layer l * kv_heads + h: the window
                                 rows of KV head h of layer l */
     double *cake_pref;       /* per layer: CAKE's preference, the mean over
-                                the layer's prompts */
+                                the layer's preference texts, or its
+                                prompts where it has none */
+    uint8_t *pref_from_texts; /* per layer: 1 if from preference records */
 } cal_prep;
 
 /* The measuring options. */

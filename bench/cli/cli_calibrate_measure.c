@@ -397,7 +397,7 @@ static int measure_record(void *ctx, const pb_tr_record *rec, const float *v,
                           char *err, size_t err_len) {
     measure_pass *mp = (measure_pass *)ctx;
     const cal_prep *prep = mp->w->prep;
-    if (rec->kind == PB_TR_DECODE) return 0;
+    if (rec->kind == PB_TR_DECODE || rec->kind == PB_TR_PREFERENCE) return 0;
     const uint32_t stream = pb_cli_calibrate_stream(prep, rec);
     const uint32_t k = rec->kind == PB_TR_FUTURE ? mp->seen_fut[stream]++
                                                  : mp->seen_pre[stream]++;

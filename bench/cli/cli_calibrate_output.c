@@ -35,6 +35,10 @@ static void print_tables(const cal_opts *o, const pb_cli_scan *scan,
            (unsigned long long)scan->prefill, scan->max_window,
            scan->max_prompt, (unsigned long long)scan->decode,
            (unsigned long long)scan->future);
+    if (scan->preference > 0u && o->cake_pref == NULL)
+        printf("CAKE's preference from %llu preference records (the text "
+               "the runtime measures it on)\n\n",
+               (unsigned long long)scan->preference);
     printf("layer profile (k50/k90/k99: positions holding 50/90/99 %% of a "
            "row's mass)\n");
     printf("%5s %9s %9s %9s %7s %7s %7s %7s\n", "layer", "rows", "entropy",
@@ -169,6 +173,7 @@ static int print_json(const cal_opts *o, const pb_cli_scan *scan,
         }
         cJSON_AddNumberToObject(e, "weight", weights[l]);
         cJSON_AddNumberToObject(e, "cakePreference", ly[l].cake_pref);
+        cJSON_AddStringToObject(e, "cakePreferenceFrom", ly[l].cake_from);
         cJSON_AddItemToArray(prof, e);
     }
     cJSON_AddNumberToObject(doc, "fitRatio", fit);

@@ -26,7 +26,8 @@
 #define VR_CAL_TOLERANCE 1e-9
 
 static const char *const case_keys[] = {"name", "why", "layers", "kvHeads",
-                                        "records", "args", "expect", NULL};
+                                        "records", "args", "expect",
+                                        "cakePreference", NULL};
 
 /* One record of the case into the writer. 0, or -1 with the case failed. */
 static int add_record(case_state *c, pb_tr_writer *w, const cJSON *jr,
@@ -65,8 +66,10 @@ static int add_record(case_state *c, pb_tr_writer *w, const cJSON *jr,
     memset(&rec, 0, sizeof rec);
     if (strcmp(kind->valuestring, "prefill") == 0) rec.kind = PB_TR_PREFILL;
     else if (strcmp(kind->valuestring, "future") == 0) rec.kind = PB_TR_FUTURE;
-    else return pb__vr_fail(c, "malformed: record %zu: \"kind\" is prefill "
-                               "or future", index);
+    else if (strcmp(kind->valuestring, "preference") == 0)
+        rec.kind = PB_TR_PREFERENCE;
+    else return pb__vr_fail(c, "malformed: record %zu: \"kind\" is prefill, "
+                               "future or preference", index);
     rec.dtype = PB_TR_F32;
     rec.layer = layer;
     rec.head = head;
@@ -163,6 +166,26 @@ static int compare(case_state *c, const cJSON *expect, const cJSON *doc) {
     return 0;
 }
 
+/* The optional "cakePreference": CAKE's P per layer (the profile's
+ * cakePreference, spec §18.2). */
+static int compare_pref(case_state *c, const cJSON *want, const cJSON *doc) {
+    const cJSON *prof = cJSON_GetObjectItemCaseSensitive(doc, "profile");
+    if (!cJSON_IsArray(want) ||
+        cJSON_GetArraySize(want) != cJSON_GetArraySize(prof))
+        return pb__vr_fail(c, "malformed: \"cakePreference\" has one number "
+                              "per layer");
+    int l = 0;
+    for (const cJSON *w = want->child, *e = prof->child; w != NULL;
+         w = w->next, e = e->next, ++l) {
+        const cJSON *got = cJSON_GetObjectItemCaseSensitive(e, "cakePreference");
+        if (!same(w, got))
+            return pb__vr_fail(c, "layer %d: cakePreference: expected %.17g, "
+                                  "got %.17g", l, w->valuedouble,
+                               cJSON_IsNumber(got) ? got->valuedouble : -1.0);
+    }
+    return 0;
+}
+
 int pb_cli_calibrate_vector_case(case_state *c, const cJSON *cs) {
     if (!pb__vr_check_keys(c, cs, "the case", case_keys)) return -1;
     uint32_t layers = 0, heads = 0;
@@ -183,7 +206,7 @@ int pb_cli_calibrate_vector_case(case_state *c, const cJSON *cs) {
     const int fd = mkstemp(path);
     if (fd < 0) return pb__vr_fail(c, "no temporary file");
     close(fd);
-    const pb_tr_shape shape = {layers, heads, 1u, 2u};
+    const pb_tr_shape shape = {layers, heads, 1u, 3u};
     pb_tr_writer *w = NULL;
     char err[256];
     int rc = pb_tr_writer_open(path, &shape, &w, err, sizeof err) == 0
@@ -219,6 +242,8 @@ int pb_cli_calibrate_vector_case(case_state *c, const cJSON *cs) {
     if (rc == 0 && doc == NULL)
         rc = pb__vr_fail(c, "calibrate printed no JSON");
     if (rc == 0) rc = compare(c, expect, doc);
+    const cJSON *pref = cJSON_GetObjectItemCaseSensitive(cs, "cakePreference");
+    if (rc == 0 && pref != NULL) rc = compare_pref(c, pref, doc);
     cJSON_Delete(doc);
     return rc;
 }

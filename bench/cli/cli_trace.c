@@ -151,7 +151,8 @@ static int dump(const char *path) {
                 (unsigned long long)rec.index,
                 rec.kind == PB_TR_PREFILL  ? "prefill"
                 : rec.kind == PB_TR_DECODE ? "decode"
-                                           : "future",
+                : rec.kind == PB_TR_FUTURE ? "future"
+                                           : "preference",
                 rec.layer,
                 rec.head,
                 rec.qhead == PB_TR_GROUP_REDUCED ? -1LL : (long long)rec.qhead,
@@ -180,7 +181,7 @@ static int summary(const char *path) {
     const int orc = open_trace(path, &r);
     if (orc != 0) return orc;
     const pb_tr_shape s = *pb_tr_reader_shape(r);
-    uint64_t n[4] = {0, 0, 0, 0}, values = 0, bytes = 0;
+    uint64_t n[5] = {0, 0, 0, 0, 0}, values = 0, bytes = 0;
     uint64_t f16 = 0, reduced = 0;
     uint32_t max_len = 0;
     uint32_t *per_layer = (uint32_t *)calloc(s.num_layers, sizeof *per_layer);
@@ -209,11 +210,13 @@ static int summary(const char *path) {
     printf("trace %s: version %u, %u layers, %u KV heads, %u query heads per "
            "group\n", path, s.version, s.num_layers, s.num_kv_heads,
            s.group_size);
-    printf("records: %llu prefill, %llu decode, %llu future (%llu float16, "
-           "%llu of a reduced group); %u of %u layers present\n",
+    printf("records: %llu prefill, %llu decode, %llu future, %llu preference "
+           "(%llu float16, %llu of a reduced group); %u of %u layers "
+           "present\n",
            (unsigned long long)n[PB_TR_PREFILL],
            (unsigned long long)n[PB_TR_DECODE],
-           (unsigned long long)n[PB_TR_FUTURE], (unsigned long long)f16,
+           (unsigned long long)n[PB_TR_FUTURE],
+           (unsigned long long)n[PB_TR_PREFERENCE], (unsigned long long)f16,
            (unsigned long long)reduced, measured, s.num_layers);
     printf("values: %llu (%.1f MiB of payload), longest row %u keys; every "
            "checksum verified\n", (unsigned long long)values,

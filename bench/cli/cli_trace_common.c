@@ -66,8 +66,10 @@ int pb_cli_scan_trace(const char *path, pb_cli_scan *out, char *err,
             if (rec.length > out->max_prompt) out->max_prompt = rec.length;
         } else if (rec.kind == PB_TR_DECODE) {
             out->decode += 1u;
-        } else {
+        } else if (rec.kind == PB_TR_FUTURE) {
             out->future += 1u;
+        } else {
+            out->preference += 1u;
         }
         out->rows += rec.rows;
         if (rec.length > out->max_len) out->max_len = rec.length;
@@ -80,6 +82,24 @@ int pb_cli_scan_trace(const char *path, pb_cli_scan *out, char *err,
     if (out->rows == 0u) {
         snprintf(err, err_len, "the trace holds no record");
         return -1;
+    }
+    return 0;
+}
+
+/* One record's rows into the layer profile. */
+static int profile_record(void *ctx, const pb_tr_record *rec, const float *v,
+                          char *err, size_t err_len) {
+    for (uint32_t j = 0; j < rec->rows; ++j) {
+        /* Row j's query sits at query + j and sees keys 0 .. that. */
+        const size_t seen = (size_t)rec->query + j + 1u;
+        const pb_status s = pb_profile_add_row(
+            (pb_profile *)ctx, rec->layer, v + (size_t)j * rec->length, seen);
+        if (s == PB_ERR_WEIGHT) continue; /* an all-zero row: no shape */
+        if (s != PB_OK) {
+            snprintf(err, err_len, "record %llu: profile: %s",
+                     (unsigned long long)rec->index, pb_status_str(s));
+            return -1;
+        }
     }
     return 0;
 }
@@ -97,33 +117,11 @@ int pb_cli_profile_trace(const char *path, const pb_cli_scan *scan,
                  pp.num_layers, pp.max_len, pb_status_str(st));
         return -1;
     }
-    pb_tr_reader *r = NULL;
-    if (pb_tr_reader_open_file(path, &r, err, err_len) != 0) {
-        pb_profile_destroy(prof);
-        return -1;
-    }
-    pb_tr_record rec;
-    const float *v;
-    int got;
-    while ((got = pb_tr_reader_next(r, &rec, &v, err, err_len)) == 1) {
-        if (rec.kind == PB_TR_FUTURE) continue; /* scored, not profiled */
-        for (uint32_t j = 0; j < rec.rows; ++j) {
-            /* Row j's query sits at query + j and sees keys 0 .. that. */
-            const size_t seen = (size_t)rec.query + j + 1u;
-            const pb_status s = pb_profile_add_row(
-                prof, rec.layer, v + (size_t)j * rec.length, seen);
-            if (s == PB_ERR_WEIGHT) continue; /* an all-zero row: no shape */
-            if (s != PB_OK) {
-                snprintf(err, err_len, "record %llu: profile: %s",
-                         (unsigned long long)rec.index, pb_status_str(s));
-                got = -1;
-                break;
-            }
-        }
-        if (got < 0) break;
-    }
-    pb_tr_reader_close(r);
-    if (got < 0) {
+    /* prefill and decode rows: future rows are scored, preference rows
+     * give CAKE's P only */
+    if (pb_cli_visit_stream_order(path,
+                                  (1u << PB_TR_PREFILL) | (1u << PB_TR_DECODE),
+                                  profile_record, prof, err, err_len) != 0) {
         pb_profile_destroy(prof);
         return -1;
     }

@@ -2,7 +2,8 @@
  * cli_trace_common.h - what `pyramidkv trace`, `calibrate` and `replay`
  * share: the one-line error for a trace that cannot be read (exit status
  * 2, nothing on stdout), the two passes over a trace (a scan of its shape
- * and sizes, then the attention profile of its rows) and the schedules by
+ * and sizes, then the attention profile of its rows), the records in
+ * stream order, and the schedules by
  * name with their per-layer shares at an average budget.
  */
 #ifndef PB_CLI_TRACE_COMMON_H
@@ -42,7 +43,7 @@ int pb_cli_trace_walk(pb_cli_walk *w, pb_cli_trace_args *a,
 /* What a first pass over a trace finds. */
 typedef struct pb_cli_scan {
     pb_tr_shape shape;
-    uint64_t prefill, decode, future; /* records */
+    uint64_t prefill, decode, future, preference; /* records */
     uint64_t rows;            /* rows of both kinds */
     uint32_t max_len;         /* longest row, in keys */
     uint32_t max_window;      /* most rows in a prefill record */
@@ -54,9 +55,23 @@ typedef struct pb_cli_scan {
 int pb_cli_scan_trace(const char *path, pb_cli_scan *out, char *err,
                       size_t err_len);
 
+/* A record handed to a pass: 0 to go on, -1 to stop with a message in
+ * err naming the record. */
+typedef int (*pb_cli_record_fn)(void *ctx, const pb_tr_record *rec,
+                                const float *v, char *err, size_t err_len);
+
+/* The records of the kinds in `kinds` (bit 1 << kind) to fn in stream
+ * order: ascending layer, KV head, query head (the reduced group last),
+ * each stream's records in file order (cli_trace_order.c). Any
+ * interleaving of the streams gives fn the same sequence. 0, or -1 with
+ * the reader's message or fn's. */
+int pb_cli_visit_stream_order(const char *path, uint32_t kinds,
+                              pb_cli_record_fn fn, void *ctx, char *err,
+                              size_t err_len);
+
 /* A second pass: every row of the trace (each prefill window row over the
  * keys its query sees, each decode row) into a new profile of the trace's
- * layers and longest row. 0, or -1 with a message. */
+ * layers and longest row, in stream order. 0, or -1 with a message. */
 int pb_cli_profile_trace(const char *path, const pb_cli_scan *scan,
                          pb_profile **out, char *err, size_t err_len);
 

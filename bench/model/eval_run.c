@@ -213,9 +213,9 @@ int eval_calibrate(pkm_model *m, const eval_opts *o, const unsigned char *text,
         pb_profile_create(&hp, NULL, &hprof) != PB_OK)
         goto out;
     for (uint32_t l = 0; l < mc->n_layers; l++) cake_pref[l] = 0.0;
-    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 5;
+    uint64_t rng = pkm_calibration_rng(o->seed);
     for (uint32_t i = 0; i < n; i++) {
-        const size_t off = (size_t)(pkm_splitmix(&rng) % (text_len - len - 1));
+        const size_t off = pkm_calibration_offset(text_len, len, &rng);
         if (pkm_prefill_full(m, full, text + off, len, rows, W, NULL, step) != 0)
             goto out;
         for (uint32_t l = 0; l < mc->n_layers; l++) {

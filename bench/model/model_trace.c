@@ -11,11 +11,17 @@
  * after it. --protocol aware compresses the whole prompt (the question in
  * the window; the future is the answer), agnostic the context only (the
  * future is the question and the answer), as model_eval's two protocols
- * do. `pyramidkv calibrate` reads the result (docs/calibrate.md).
+ * do. First, unless --pref-texts 0, the preference records (version 3)
+ * of what the bench model's runtime measures CAKE's layer preference on:
+ * the last --obs rows of every query head on --pref-texts needle-free
+ * excerpts, model_eval's calibration draws of its seed --pref-seed.
+ * `pyramidkv calibrate` reads the result (docs/calibrate.md). The shape
+ * (layers, heads, group) comes from the model file.
  *
  *   model_trace --out FILE [--prompts N] [--protocol aware|agnostic]
  *               [--ctx N] [--obs N] [--seed S] [--model FILE] [--text FILE]
- *               [--query-heads reduced|each]
+ *               [--query-heads reduced|each] [--pref-texts N]
+ *               [--pref-seed S]
  *
  * The prompts are drawn with their own seed (default 7) and stream, never
  * model_eval's (eval_prompts.c seeds its own). Exit 0, 1 on a failure, 2
@@ -39,13 +45,17 @@ static int usage(void)
             "usage: model_trace --out FILE [--prompts N] [--protocol P]\n"
             "                   [--ctx N] [--obs N] [--seed S] [--model FILE]\n"
             "                   [--text FILE] [--query-heads reduced|each]\n"
+            "                   [--pref-texts N] [--pref-seed S]\n"
             "Records the attention of the bench model on pass-key prompts as\n"
             "a trace file: the observation window of the compressed part and\n"
             "the rows of every later token (defaults: 20 prompts, protocol\n"
             "aware - the question compressed with the context; agnostic -\n"
             "the context compressed before the question - ctx 512, obs 16,\n"
             "seed 7; --query-heads reduced writes each group's mean, each\n"
-            "every query head as a stream of its own).\n");
+            "every query head as a stream of its own), and the window rows\n"
+            "of every query head on --pref-texts needle-free excerpts that\n"
+            "CAKE's preference is measured on (default 8, model_eval's\n"
+            "calibration draws of --pref-seed, default 1; 0: none).\n");
     return 2;
 }
 
@@ -54,6 +64,7 @@ int main(int argc, char **argv)
     const char *out = NULL, *model = PKM_DATA_DIR "/model.pkvm";
     const char *text_path = PKM_DATA_DIR "/heldout.txt";
     unsigned long prompts = 20, ctx = 512, obs = 16, seed = 7;
+    unsigned long pref_texts = 8, pref_seed = 1;
     int agnostic = 0, each = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -77,6 +88,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--ctx") && num) ctx = n;
         else if (!strcmp(a, "--obs") && num && n >= 1) obs = n;
         else if (!strcmp(a, "--seed") && num) seed = n;
+        else if (!strcmp(a, "--pref-texts") && num && n <= 100000)
+            pref_texts = n;
+        else if (!strcmp(a, "--pref-seed") && num) pref_seed = n;
         else return usage();
     }
     if (out == NULL) return usage();
@@ -123,10 +137,48 @@ int main(int argc, char **argv)
     }
     for (size_t s = 0; s < n_slots; s++)
         if (pkm_slot_init(&full[s], T, mc->head_dim) != 0) goto done;
-    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g, 2u};
+    const pb_tr_shape shape = {mc->n_layers, mc->n_kv_heads, g,
+                               pref_texts > 0 ? 3u : 2u};
     if (pb_tr_writer_open(out, &shape, &w, err, sizeof err) != 0) {
         fprintf(stderr, "model_trace: %s\n", err);
         goto done;
+    }
+    if (text_len < (size_t)len + 2u) {
+        fprintf(stderr, "model_trace: the text %s is shorter than a prompt\n",
+                text_path);
+        goto done;
+    }
+    /* The preference records: every query head's last W rows over the
+     * len keys of each calibration excerpt, as model_eval measures CAKE's
+     * preference (eval_calibrate). */
+    uint64_t crng = pkm_calibration_rng(pref_seed);
+    for (unsigned long p = 0; p < pref_texts; p++) {
+        const size_t off = pkm_calibration_offset(text_len, len, &crng);
+        if (pkm_prefill_full(&m, full, text + off, len, rows, W, NULL,
+                             step) != 0) {
+            fprintf(stderr, "model_trace: calibration text %lu failed\n", p);
+            goto done;
+        }
+        for (uint32_t l = 0; l < mc->n_layers; l++)
+            for (uint32_t h = 0; h < mc->n_heads; h++) {
+                pb_tr_record rec;
+                memset(&rec, 0, sizeof rec);
+                rec.kind = PB_TR_PREFERENCE;
+                rec.dtype = PB_TR_F32;
+                rec.layer = l;
+                rec.head = h / g;
+                rec.qhead = h % g;
+                rec.query = len - W;
+                rec.rows = W;
+                rec.length = len;
+                if (pb_tr_writer_add(w, &rec,
+                                     rows + ((size_t)l * mc->n_heads + h) *
+                                                W * len,
+                                     err, sizeof err) != 0) {
+                    fprintf(stderr, "model_trace: %s\n", err);
+                    goto done;
+                }
+            }
     }
     static const double depths[N_DEPTHS] = {0.0, 0.25, 0.5, 0.75, 1.0};
     uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 11u;

@@ -1,5 +1,6 @@
 /*
- * pkm_prompt.c - the pass-key prompts of the bench model (pkm_prompt.h).
+ * pkm_prompt.c - the pass-key prompts of the bench model and its
+ * calibration excerpts (pkm_prompt.h).
  */
 #include "pkm_prompt.h"
 
@@ -37,4 +38,14 @@ int pkm_needle_prompt(const unsigned char *text, size_t text_len,
     memcpy(out + pos + nl, text + start + pos, hay - pos);
     memcpy(out + hay + nl, QUESTION, ql);
     return 0;
+}
+
+uint64_t pkm_calibration_rng(uint64_t seed)
+{
+    return seed * 0x9E3779B97F4A7C15ull + 5u;
+}
+
+size_t pkm_calibration_offset(size_t text_len, uint32_t len, uint64_t *rng)
+{
+    return (size_t)(pkm_splitmix(rng) % (text_len - len - 1));
 }

@@ -2,7 +2,8 @@
  * pkm_prompt.h - the pass-key prompts of the bench model (docs/quality.md):
  * held-out text with " The pass key is NNNNN. Remember it. " at a given
  * depth, ending with the question, the layout of train.py's passkey_sample
- * without the answer. Used by model_trace and model_eval.
+ * without the answer; and the needle-free calibration excerpts. Used by
+ * model_trace and model_eval.
  */
 #ifndef PKM_PROMPT_H
 #define PKM_PROMPT_H
@@ -26,5 +27,13 @@ uint64_t pkm_splitmix(uint64_t *state);
 int pkm_needle_prompt(const unsigned char *text, size_t text_len,
                       uint32_t len, double depth, uint64_t *rng,
                       unsigned char *out, char key[PKM_KEY_DIGITS + 1]);
+
+/* The calibration texts a runtime measures its CAKE preference and its
+ * profile on (model_eval's calibration, model_trace's preference records):
+ * needle-free excerpts of len bytes of text[0 .. text_len-1]. The draws
+ * of seed s start at pkm_calibration_rng(s); each pkm_calibration_offset
+ * gives the next excerpt's start. */
+uint64_t pkm_calibration_rng(uint64_t seed);
+size_t pkm_calibration_offset(size_t text_len, uint32_t len, uint64_t *rng);
 
 #endif /* PKM_PROMPT_H */

@@ -139,10 +139,15 @@ static int check_fields(const pb_tr_shape *s, const pb_tr_record *r,
             "the header says version %u", s->version);
         return -1;
     }
+    if (r->kind == PB_TR_PREFERENCE && s->version < 3u) {
+        say(err, len, "record kind 4 (preference rows) needs trace version "
+            "3, the header says version %u", s->version);
+        return -1;
+    }
     if (r->kind != PB_TR_PREFILL && r->kind != PB_TR_DECODE &&
-        r->kind != PB_TR_FUTURE) {
-        say(err, len, "unknown record kind %u (1 prefill, 2 decode, 3 future)",
-            r->kind);
+        r->kind != PB_TR_FUTURE && r->kind != PB_TR_PREFERENCE) {
+        say(err, len, "unknown record kind %u (1 prefill, 2 decode, 3 future, "
+            "4 preference)", r->kind);
         return -1;
     }
     if (r->dtype != PB_TR_F32 && r->dtype != PB_TR_F16) {
@@ -183,7 +188,10 @@ static int check_fields(const pb_tr_shape *s, const pb_tr_record *r,
             say(err, len,
                 "a %s record has 1 .. %u rows and query + rows == length "
                 "(rows %u, query %u, length %u)",
-                r->kind == PB_TR_FUTURE ? "future" : "prefill", PB_TR_MAX_ROWS,
+                r->kind == PB_TR_FUTURE       ? "future"
+                : r->kind == PB_TR_PREFERENCE ? "preference"
+                                              : "prefill",
+                PB_TR_MAX_ROWS,
                 r->rows, r->query, r->length);
             return -1;
         }
@@ -257,7 +265,7 @@ int pb_tr_reader_open(pb_tr_read_fn read, void *ctx, pb_tr_reader **out,
     } else if (get32(h + 8) == 0u || get32(h + 8) > PB_TR_VERSION) {
         snprintf(buf, sizeof buf,
                  "unsupported trace version %u (this reader reads versions 1 "
-                 "and %u)", get32(h + 8), PB_TR_VERSION);
+                 "to %u)", get32(h + 8), PB_TR_VERSION);
         bad = buf;
     } else {
         const uint32_t hsize = get32(h + 12);
@@ -538,7 +546,8 @@ int pb_tr_writer_open(const char *path, const pb_tr_shape *shape,
         return -1;
     }
     w->shape = *shape;
-    w->shape.version = shape->version == 2u ? 2u : 1u;
+    w->shape.version =
+        shape->version == 2u || shape->version == 3u ? shape->version : 1u;
     unsigned char h[PB_TR_HEADER_MIN];
     memset(h, 0, sizeof h);
     memcpy(h, MAGIC, 8);

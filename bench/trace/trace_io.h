@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PB_TR_VERSION 2u      /* the newest version this code reads */
-#define PB_TR_HEADER_MIN 40u  /* the version-1 and version-2 header */
+#define PB_TR_VERSION 3u      /* the newest version this code reads */
+#define PB_TR_HEADER_MIN 40u  /* the header of versions 1 to 3 */
 #define PB_TR_HEADER_MAX 4096u
 #define PB_TR_RECORD_HEAD 36u 
 #define PB_TR_MAX_LAYERS 65536u
@@ -29,8 +29,11 @@
 #define PB_TR_GROUP_REDUCED 0xFFFFFFFFu /* qhead of a reduced group */
 
 /* Record kinds. PB_TR_FUTURE (version 2): the rows of the queries that
- * follow a compressed prompt (docs/trace_format.md). */
-enum { PB_TR_PREFILL = 1, PB_TR_DECODE = 2, PB_TR_FUTURE = 3 };
+ * follow a compressed prompt; PB_TR_PREFERENCE (version 3): window rows of
+ * the text a runtime measures CAKE's layer preference on
+ * (docs/trace_format.md). */
+enum { PB_TR_PREFILL = 1, PB_TR_DECODE = 2, PB_TR_FUTURE = 3,
+       PB_TR_PREFERENCE = 4 };
 enum { PB_TR_F32 = 1, PB_TR_F16 = 2 };
 
 /* The model shape of the header. */
@@ -38,17 +41,18 @@ typedef struct pb_tr_shape {
     uint32_t num_layers;
     uint32_t num_kv_heads;
     uint32_t group_size; /* query heads per KV head */
-    uint32_t version;    /* 1 or 2 (the reader sets it; the writer writes
-                            version 2 when it is 2, else version 1) */
+    uint32_t version;    /* 1 to 3 (the reader sets it; the writer writes
+                            version 2 or 3 when it is that, else 1) */
 } pb_tr_shape;
 
 /* One data record. Prefill: rows observation-window rows, row j the query
  * at position query + j over keys 0 .. length-1 (query + rows == length).
  * Decode: one row, the query at position query over keys 0 .. query
  * (length == query + 1). Future: as prefill, the rows of the queries just
- * after the stream's prompt (query == that prompt's length). */
+ * after the stream's prompt (query == that prompt's length). Preference:
+ * laid out as prefill, the window of a text that is not a prompt. */
 typedef struct pb_tr_record {
-    uint32_t kind;  /* PB_TR_PREFILL or PB_TR_DECODE */
+    uint32_t kind;  /* PB_TR_PREFILL, _DECODE, _FUTURE or _PREFERENCE */
     uint32_t dtype; /* PB_TR_F32 or PB_TR_F16 */
     uint32_t layer, head, qhead;
     uint32_t query, rows, length;

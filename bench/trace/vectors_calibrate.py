@@ -1,11 +1,13 @@
 """Writes vectors/calibrate_measures.json: golden vectors of pyramidkv
-calibrate's measures (docs/spec.md 18.4, 18.5) on traces small enough to
+calibrate's measures (docs/spec.md 18.4, 18.5) and of CAKE's preference
+from preference records (18.2) on traces small enough to
 derive by hand; each case's "why" holds the arithmetic, and the expected
 figures are the exact fractions written there, not output of the tool.
 
     python3 bench/trace/vectors_calibrate.py > vectors/calibrate_measures.json
 """
 import json
+import math
 
 E = 0.0625
 WIN = [E] * 8 + [0.0, 0.0, 0.5, 0.0]  # query 11 over keys 0 .. 11
@@ -76,6 +78,39 @@ CASES = [
          peakLoss=15 / 58, peakLossSE=15 / 58, worstHeadLoss=0.28125,
          meanLoss=0.28125, headPeakLoss=[1 / 3]),
 ]
+
+# CAKE's P from two preference records (spec.md 18.2 and 17.1): n = 3
+# keys, 2 rows, so one prefix column (p = 0) holds a = (0.5, 0.25) in text
+# A and (1, 0.5) in text B.
+PREF_A = [[0.5, 0.5, 0.0], [0.25, 0.25, 0.5]]
+PREF_B = [[1.0, 0.0, 0.0], [0.5, 0.25, 0.25]]
+H_A = -(0.5 * math.log(0.5 + 1e-10) + 0.25 * math.log(0.25 + 1e-10))
+H_B = -(1.0 * math.log(1.0 + 1e-10) + 0.5 * math.log(0.5 + 1e-10))
+V_A, V_B = 2 * 0.125 ** 2, 2 * 0.25 ** 2
+P_AB = (H_A ** (1 / 1.6) * V_A ** (1 / 0.6) +
+        H_B ** (1 / 1.6) * V_B ** (1 / 0.6)) / 2
+CASES.append({
+    "name": "CAKE's preference from preference records, not the prompt",
+    "why": "one prompt of one window row (its sample variance is 0, so its "
+    "own P would be 0) and two preference records of the same stream, texts "
+    "0 and 1, each 2 rows over 3 keys with one prefix column p = 0. Text "
+    "A: a = 0.5, 0.25: H = -(0.5 ln(0.5 + 1e-10) + 0.25 ln(0.25 + 1e-10)) "
+    "= ln 2 - 2e-10, V = the sample variance (0.125^2 + 0.125^2) / 1 = "
+    "0.03125. Text B: a = 1, 0.5: H = -(ln(1 + 1e-10) + 0.5 ln(0.5 + "
+    "1e-10)) = (ln 2) / 2 - 2e-10, V = 0.125. P = the mean over the texts "
+    "of H^(1/1.6) V^(1/0.6) = (%.12g + %.12g) / 2 = %.12g" % (
+        H_A ** (1 / 1.6) * V_A ** (1 / 0.6),
+        H_B ** (1 / 1.6) * V_B ** (1 / 0.6), P_AB),
+    "layers": 1, "kvHeads": 1,
+    "records": [rec("prefill", 0, WIN), rec("future", 0, FUT_A),
+                {"kind": "preference", "layer": 0, "head": 0,
+                 "rows": PREF_A},
+                {"kind": "preference", "layer": 0, "head": 0,
+                 "rows": PREF_B}],
+    "args": ["--budget", "4", "--recent", "1"],
+    "expect": [{"schedule": "uniform", "heads": "uniform",
+                "peakLoss": 15 / 29}],
+    "cakePreference": [P_AB]})
 
 if __name__ == "__main__":
     print(json.dumps({

@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             CHECK(rec.rows == 1u && (uint64_t)rec.query + 1u == rec.length);
         else
             CHECK((rec.kind == PB_TR_PREFILL ||
-                   (rec.kind == PB_TR_FUTURE && shape.version == 2u)) &&
+                   (rec.kind == PB_TR_FUTURE && shape.version >= 2u) ||
+                   (rec.kind == PB_TR_PREFERENCE && shape.version == 3u)) &&
                   (uint64_t)rec.query + rec.rows == rec.length);
         const size_t count = (size_t)rec.rows * rec.length;
         const size_t width = rec.dtype == PB_TR_F32 ? 4u : 2u;

@@ -135,11 +135,25 @@ static void malformed_files(void **state) {
     expect_refused("tc_bad.trace", "not a pyramidkv trace (bad magic)");
 
     memcpy(buf, good, n);
-    put32(buf + 8, 3u);
+    put32(buf + 8, 4u);
     put32(buf + 36, pb_tr_crc32(0u, buf, 36u));
     spit("tc_bad.trace", buf, n);
-    expect_refused("tc_bad.trace", "unsupported trace version 3 (this reader "
-                                   "reads versions 1 and 2)");
+    expect_refused("tc_bad.trace", "unsupported trace version 4 (this reader "
+                                   "reads versions 1 to 3)");
+
+    /* The new record kinds in a file whose version predates them. */
+    memcpy(buf, good, n);
+    buf[40 + 4] = 4u;
+    put32(buf + 40 + 32, pb_tr_crc32(0u, buf + 40, 32u));
+    spit("tc_bad.trace", buf, n);
+    expect_refused("tc_bad.trace", "record 0 at byte 40: record kind 4 "
+                                   "(preference rows) needs trace version 3, "
+                                   "the header says version 1");
+    buf[40 + 4] = 3u;
+    put32(buf + 40 + 32, pb_tr_crc32(0u, buf + 40, 32u));
+    spit("tc_bad.trace", buf, n);
+    expect_refused("tc_bad.trace", "record 0 at byte 40: record kind 3 "
+                                   "(future rows) needs trace version 2");
 
     memcpy(buf, good, n);
     put32(buf + 12, 1u << 20);

@@ -224,10 +224,10 @@ static void wrong_magic_version_and_header_size(void **state) {
                  "not a pyramidkv trace (bad magic)");
 
     memcpy(g, f, n);
-    put32(g + 8, 3u);
-    put32(g + 36, pb_tr_crc32(0u, g, 36u)); /* a well-formed version 3 */
-    expect_error(g, n, "unsupported trace version 3 (this reader reads "
-                       "versions 1 and 2)");
+    put32(g + 8, 4u);
+    put32(g + 36, pb_tr_crc32(0u, g, 36u)); /* a well-formed version 4 */
+    expect_error(g, n, "unsupported trace version 4 (this reader reads "
+                       "versions 1 to 3)");
     put32(g + 8, 0u);
     put32(g + 36, pb_tr_crc32(0u, g, 36u));
     expect_error(g, n, "unsupported trace version 0");
@@ -285,7 +285,8 @@ static void bad_fields_and_values(void **state) {
         const char *want;
     } cases[] = {
         {4, 3u, 1, "record kind 3 (future rows) needs trace version 2"},
-        {4, 4u, 1, "unknown record kind 4"},
+        {4, 4u, 1, "record kind 4 (preference rows) needs trace version 3"},
+        {4, 5u, 1, "unknown record kind 5"},
         {5, 9u, 1, "unknown value type 9"},
         {8, 2u, 0, "layer 2 is not below the 2 layers"},
         {12, 7u, 0, "KV head 7 is not below the 2 KV heads"},
@@ -370,9 +371,67 @@ static void version2_future_records(void **state) {
     free(buf);
 }
 
+/* Version 3: a preference record (window rows of text that is not a
+ * prompt) reads back with its fields; a version-2 writer refuses one; its
+ * rows rule and the kind's version rule are each named by the reader. */
+static void version3_preference_records(void **state) {
+    (void)state;
+    const char *path = "test_trace_io_v3.trace";
+    char err[256];
+    float block[15];
+    for (int i = 0; i < 15; ++i) block[i] = (float)(i + 1) * 0.03125f;
+    pb_tr_record c = {PB_TR_PREFERENCE, PB_TR_F32, 0u, 0u, 1u, 2u, 3u, 5u,
+                      0, 0};
+    const pb_tr_shape v2 = {1u, 1u, 2u, 2u};
+    pb_tr_writer *w = NULL;
+    assert_int_equal(pb_tr_writer_open(path, &v2, &w, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_add(w, &c, block, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs trace version 3"));
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+
+    const pb_tr_shape v3 = {1u, 1u, 2u, 3u};
+    assert_int_equal(pb_tr_writer_open(path, &v3, &w, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_add(w, &c, block, err, sizeof err), 0);
+    assert_int_equal(pb_tr_writer_close(w, err, sizeof err), 0);
+    size_t n = 0;
+    unsigned char *buf = slurp(path, &n);
+    remove(path);
+    membuf m = {buf, n, 0};
+    pb_tr_reader *r = NULL;
+    assert_int_equal(pb_tr_reader_open(mem_read, &m, &r, err, sizeof err), 0);
+    assert_int_equal(pb_tr_reader_shape(r)->version, 3u);
+    pb_tr_record got;
+    const float *v;
+    assert_int_equal(pb_tr_reader_next(r, &got, &v, err, sizeof err), 1);
+    assert_int_equal(got.kind, PB_TR_PREFERENCE);
+    assert_int_equal(got.qhead, 1u);
+    assert_int_equal(got.query, 2u);
+    assert_int_equal(got.rows, 3u);
+    assert_int_equal(got.length, 5u);
+    assert_memory_equal(v, block, 15u * sizeof *v);
+    assert_int_equal(pb_tr_reader_next(r, &got, &v, err, sizeof err), 0);
+    pb_tr_reader_close(r);
+
+    unsigned char *rec = buf + 40;
+    put32(rec + 20, 1u); /* query + rows != length */
+    put32(rec + 32, pb_tr_crc32(0u, rec, 32u));
+    expect_error(buf, n, "record 0 at byte 40: a preference record has 1 .. "
+                         "65536 rows and query + rows == length");
+    put32(rec + 20, 2u);
+    put32(rec + 32, pb_tr_crc32(0u, rec, 32u));
+    /* The same file labelled version 2: kind 4 is refused by name. */
+    put32(buf + 8, 2u);
+    put32(buf + 36, pb_tr_crc32(0u, buf, 36u));
+    expect_error(buf, n, "record 0 at byte 40: record kind 4 (preference "
+                         "rows) needs trace version 3, the header says "
+                         "version 2");
+    free(buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(version2_future_records),
+        cmocka_unit_test(version3_preference_records),
         cmocka_unit_test(crc32_known_value),
         cmocka_unit_test(float16_conversions),
         cmocka_unit_test(round_trip),
