@@ -84,11 +84,10 @@ static pb_status make_plan(const pb_kvcache_config *head,
     if (cap > UINT32_MAX - 1u) return PB_ERR_TOO_LARGE;
     /* The pooled layout's rows: what the heads hold together after an
      * evict to T, or their protected positions and floors when those
-     * exceed it, plus one admission per head per slack step. The last
-     * scorer also protects its newest, unobserved position, which
-     * recent_window 0 does not cover. */
-    const uint64_t kept_r =
-        c.scorer == PB_SCORER_LAST && r == 0u ? 1u : r;
+     * exceed it, plus one admission per head per slack step. A scorer
+     * may also spare its newest, unobserved position, which
+     * recent_window 0 does not cover (the engine says). */
+    const uint64_t kept_r = pb__recent_protected(c.scorer, c.recent_window);
     const uint64_t pguard = kept_r + c.sinks + f;
     const uint64_t pool_rows = h * ((s > pguard ? s : pguard) +
                                     plan->params.slack);

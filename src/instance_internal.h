@@ -134,6 +134,12 @@ static inline size_t pb__holes_below(pb__holes h, size_t col) {
  * arrays only. */
 #define PB__STATE_BYTES ((size_t)8 * PB__ALIGN)
 
+/* The newest positions an instance of scorer `scorer` with this recent
+ * window spares right after an observe with weights: the recent window,
+ * or 1 where it is 0 and the scorer spares its unobserved newest
+ * (pb__scorer_ops.unobserved), as pb_kvcache_evict does (policy.c). */
+uint32_t pb__recent_protected(uint32_t scorer, uint32_t recent_window);
+
 /* The bytes pb__kvcache_peek_lowest's work area needs for this instance. */
 size_t pb__kvcache_peek_work_bytes(const pb_kvcache *p);
 

@@ -227,6 +227,13 @@ static inline void evict_range(const pb_kvcache *p, uint32_t budget, size_t *fir
     if (*needed > *end - *first) *needed = *end - *first;
 }
 
+uint32_t pb__recent_protected(uint32_t scorer, uint32_t recent_window) {
+    const pb__scorer_ops *ops = pb__scorer_ops_of(scorer);
+    if (recent_window == 0u && ops != NULL && ops->unobserved != NULL)
+        return 1u;
+    return recent_window;
+}
+
 pb_status pb_kvcache_evict(pb_kvcache *policy, uint32_t budget,
                            uint32_t *victims, size_t victims_cap,
                            size_t *n_victims) {
