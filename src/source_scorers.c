@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "lowest_select.h"
-#include "selection.h"
 #include "source_internal.h"
 
 _Static_assert(sizeof(pb__source) <= PB__STATE_BYTES,
@@ -115,8 +114,8 @@ void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
 
 /* Asked for at most this many keys, the lowest entry takes one
  * vectorised pass per key after the first (a layer group's decode step
- * asks each head for two); beyond, the one scalar pass of
- * pb__lowest_ranks is cheaper. */
+ * asks each head for two); beyond, the evict's cut and a sort of the k
+ * it takes (pb__lowest_ranks_cut) is cheaper. */
 #define PB__SOURCE_FEW_KEYS ((size_t)4)
 
 /* The least key of ranks lo .. hi-1 (lo < hi) and, in *at, the first rank
@@ -133,71 +132,15 @@ static uint64_t least_in(const pb__source *p, size_t lo, size_t hi,
     return key;
 }
 
-/* The ranking key of rank i: a double's bits, or the 32-bit key (as
- * the peek and the evict's cut read them). */
-static uint64_t rank_key(const pb__source *p, size_t i) {
-    if (p->per == sizeof(double)) {
-        uint64_t b;
-        memcpy(&b, (const double *)p->source + i, sizeof b);
-        return b;
-    }
-    return (uint64_t)((const uint32_t *)p->source)[i];
-}
-
-/* Rank a before rank b: lower key, then lower rank. */
-static int rank_before(const pb__source *p, uint32_t a, uint32_t b) {
-    const uint64_t ka = rank_key(p, a), kb = rank_key(p, b);
-    return ka < kb || (ka == kb && a < b);
-}
-
-static void rank_sift(const pb__source *p, uint32_t *h, size_t n,
-                      size_t i) {
-    const uint32_t v = h[i];
-    for (;;) {
-        size_t c = 2u * i + 1u;
-        if (c >= n) break;
-        if (c + 1u < n && rank_before(p, h[c], h[c + 1u])) ++c;
-        if (!rank_before(p, v, h[c])) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = v;
-}
-
-/* The k (> PB__SOURCE_FEW_KEYS) lowest ranks in (key, rank) order: the
- * cut of the evict's selection (its histogram, so the bounds it held are
- * dropped, a hint), one pass collecting the ranks it takes, and a heap
- * sort of those k. The peek's answer (pb__lowest_ranks orders the same
- * pairs). */
-static void lowest_by_cut(pb__source *p, size_t first, size_t end, size_t k,
-                          uint32_t *ranks) {
-    pb__cut cut;
-    p->bounds_ok = 0;
-    if (p->per == sizeof(double))
-        pb__select_lowest((const double *)p->source + first, end - first, k,
-                          p->hist, &cut);
-    else
-        pb__select_lowest_u32((const uint32_t *)p->source + first,
-                              end - first, k, p->hist, &cut);
-    size_t n = 0;
-    for (size_t i = first; i < end && n < k; ++i)
-        if (pb__cut_takes(&cut, rank_key(p, i))) ranks[n++] = (uint32_t)i;
-    assert(n == k);
-    for (size_t j = k / 2u; j-- > 0u;) rank_sift(p, ranks, k, j);
-    for (size_t m = k; m > 1u; m--) {
-        const uint32_t t = ranks[0];
-        ranks[0] = ranks[m - 1u];
-        ranks[m - 1u] = t;
-        rank_sift(p, ranks, m - 1u, 0u);
-    }
-}
-
 void pb__source_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
                        uint32_t *positions, double *scores, void *work) {
     pb__source *p = pb__source_of(inst);
     if (k > PB__SOURCE_FEW_KEYS && p->per != 0u) {
         assert(k <= end - first);
-        lowest_by_cut(p, first, end, k, positions);
+        /* The evict's cut in its histogram: the bounds it held go. */
+        p->bounds_ok = 0;
+        pb__lowest_ranks_cut(p->source, p->per == sizeof(double) ? 8u : 4u,
+                             first, end, k, p->hist, positions);
         for (size_t t = 0; t < k; ++t) {
             const size_t r = positions[t];
             positions[t] = p->c.pos[r];
