@@ -36,23 +36,67 @@ void pb__group_peek_lowest(const pb_kvcache_group *g, uint32_t h,
     *n_out = m;
 }
 
-/* The head whose next listed entry is the lowest by (key, position, head):
- * num_heads when every list is taken. Equal key and position: the lower
- * head (met first) wins. */
-static uint32_t lowest_head(const pb__group_entry *lists, size_t stride,
-                            const size_t *cand_n, uint32_t num_heads,
-                            const size_t *take) {
-    uint32_t best = num_heads;
-    const pb__group_entry *be = NULL;
-    for (uint32_t h = 0; h < num_heads; h++) {
-        if (take[h] >= cand_n[h]) continue;
-        const pb__group_entry *e = &lists[h * stride + take[h]];
-        if (be == NULL || pb__group_entry_less(e, be)) {
-            be = e;
-            best = h;
-        }
+/* The heads with entries left, as a binary min-heap by their next entry
+ * by (key, position, head): the victim a merge takes next is the top
+ * head's next entry, found in log H comparisons rather than H. Equal key
+ * and position: the lower head first. Held on the stack (2 bytes a
+ * head). */
+_Static_assert(PB_KVCACHE_GROUP_MAX_HEADS <= 65536u,
+               "a head index fits the heap's uint16_t");
+
+typedef struct head_heap {
+    const pb__group_entry *lists;
+    size_t stride;
+    const size_t *cand_n, *take;
+    uint32_t n;
+    uint16_t h[PB_KVCACHE_GROUP_MAX_HEADS];
+} head_heap;
+
+/* Head a's next entry comes before head b's. */
+static int heap_before(const head_heap *q, uint32_t a, uint32_t b) {
+    const pb__group_entry *ea = &q->lists[a * q->stride + q->take[a]];
+    const pb__group_entry *eb = &q->lists[b * q->stride + q->take[b]];
+    if (pb__group_entry_less(ea, eb)) return 1;
+    if (pb__group_entry_less(eb, ea)) return 0;
+    return a < b;
+}
+
+static void heap_down(head_heap *q, uint32_t i) {
+    const uint16_t v = q->h[i];
+    for (;;) {
+        uint32_t c = 2u * i + 1u;
+        if (c >= q->n) break;
+        if (c + 1u < q->n && heap_before(q, q->h[c + 1u], q->h[c])) ++c;
+        if (!heap_before(q, q->h[c], v)) break;
+        q->h[i] = q->h[c];
+        i = c;
     }
-    return best;
+    q->h[i] = v;
+}
+
+/* Builds the heap of the heads with entries left. */
+static void heap_build(head_heap *q, const pb__group_entry *lists,
+                       size_t stride, const size_t *cand_n,
+                       uint32_t num_heads, const size_t *take) {
+    q->lists = lists;
+    q->stride = stride;
+    q->cand_n = cand_n;
+    q->take = take;
+    q->n = 0u;
+    for (uint32_t h = 0; h < num_heads; h++)
+        if (take[h] < cand_n[h]) q->h[q->n++] = (uint16_t)h;
+    for (uint32_t i = q->n / 2u; i > 0u; i--) heap_down(q, i - 1u);
+}
+
+/* The top head's next entry has changed (take or its list grew): it
+ * moves down to its place, or leaves when its list is taken. */
+static void heap_top_changed(head_heap *q) {
+    const uint32_t h = q->h[0];
+    if (q->take[h] >= q->cand_n[h]) {
+        q->h[0] = q->h[--q->n];
+        if (q->n == 0u) return;
+    }
+    heap_down(q, 0u);
 }
 
 size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
@@ -63,12 +107,13 @@ size_t pb__group_merge(const pb__group_entry *lists, size_t stride,
         take[h] = must[h] < cand_n[h] ? must[h] : cand_n[h];
         total += take[h];
     }
-    while (total < k) {
-        const uint32_t best =
-            lowest_head(lists, stride, cand_n, num_heads, take);
-        if (best == num_heads) break;
-        take[best]++;
+    if (total >= k) return total;
+    head_heap q;
+    heap_build(&q, lists, stride, cand_n, num_heads, take);
+    while (total < k && q.n > 0u) {
+        take[q.h[0]]++;
         total++;
+        heap_top_changed(&q);
     }
     return total;
 }
@@ -95,21 +140,24 @@ size_t pb__group_choose(pb_kvcache_group *g, size_t k) {
         g->take[h] = g->must[h] < g->cand_n[h] ? g->must[h] : g->cand_n[h];
         total += g->take[h];
     }
-    while (total < k) {
-        const uint32_t best =
-            lowest_head(g->cand, stride, g->cand_n, nh, g->take);
-        if (best == nh) break;
+    if (total >= k) return total;
+    head_heap q;
+    heap_build(&q, g->cand, stride, g->cand_n, nh, g->take);
+    while (total < k && q.n > 0u) {
+        const uint32_t best = q.h[0];
         g->take[best]++;
         total++;
         const size_t n = g->cand_n[best];
-        if (g->take[best] < n || total >= k) continue;
-        /* Its list is taken: list twice as many while it has more (the
-         * new list starts with the old one). */
-        const size_t more = candidates(g, best);
-        if (more > n)
-            pb__group_peek_lowest(g, best, 2u * n < more ? 2u * n : more,
-                                  g->cand + best * stride,
-                                  &g->cand_n[best]);
+        if (g->take[best] >= n && total < k) {
+            /* Its list is taken: list twice as many while it has more
+             * (the new list starts with the old one). */
+            const size_t more = candidates(g, best);
+            if (more > n)
+                pb__group_peek_lowest(g, best, 2u * n < more ? 2u * n : more,
+                                      g->cand + best * stride,
+                                      &g->cand_n[best]);
+        }
+        heap_top_changed(&q);
     }
     return total;
 }

@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "selection.h"
 #include "weight_check.h"
 
 PB__ALWAYS_INLINE uint64_t key_at(const void *keys, unsigned width,
@@ -93,4 +94,41 @@ void pb__lowest_ranks(const void *keys, unsigned width, size_t first,
         select_wide(keys, first, end, k, ranks);
     else
         select_narrow(keys, first, end, k, ranks);
+}
+
+/* The heap sort of select_body's end, on its own: ranks[0 .. k-1] into
+ * ascending (key, rank) order. */
+static void sort_ranks(const void *keys, unsigned width, uint32_t *h,
+                       size_t k) {
+    for (size_t j = k / 2u; j-- > 0u;) sift_down(keys, width, h, k, j);
+    for (size_t n = k; n > 1u; n--) {
+        const uint32_t t = h[0];
+        h[0] = h[n - 1u];
+        h[n - 1u] = t;
+        sift_down(keys, width, h, n - 1u, 0u);
+    }
+}
+
+void pb__lowest_ranks_cut(const void *keys, unsigned width, size_t first,
+                          size_t end, size_t k, size_t *hist,
+                          uint32_t *ranks) {
+    assert(k >= 1u && first <= end && k <= end - first);
+    assert(width == 4u || width == 8u);
+    assert(end <= (size_t)UINT32_MAX + 1u);
+    pb__cut cut;
+    if (width == 8u)
+        pb__select_lowest((const double *)keys + first, end - first, k, hist,
+                          &cut);
+    else
+        pb__select_lowest_u32((const uint32_t *)keys + first, end - first, k,
+                              hist, &cut);
+    size_t n = 0;
+    for (size_t i = first; i < end && n < k; i++)
+        if (pb__cut_takes(&cut, key_at(keys, width, i)))
+            ranks[n++] = (uint32_t)i;
+    assert(n == k);
+    if (width == 8u)
+        sort_ranks(keys, 8u, ranks, k);
+    else
+        sort_ranks(keys, 4u, ranks, k);
 }

@@ -2,7 +2,7 @@
  * lowest_select.h - the k lowest of a run of ranking keys in one pass
  * (lowest_select.c): what a scorer's peek answers for a caller of many
  * instances (the layer group), `want` keys at a time without one pass per
- * key. Not installed.
+ * key, by a bounded heap or by a selection's cut. Not installed.
  */
 #ifndef PB_SRC_LOWEST_SELECT_H
 #define PB_SRC_LOWEST_SELECT_H
@@ -19,5 +19,15 @@
  * O(k log k); nothing else is read or written. */
 void pb__lowest_ranks(const void *keys, unsigned width, size_t first,
                       size_t end, size_t k, uint32_t *ranks);
+
+/* pb__lowest_ranks for width 4 or 8 on keys a selection cut takes (keys
+ * of width 8 the bits of doubles >= +0.0, not -0.0 nor NaN; selection.h):
+ * the cut of the k lowest (pb__select_lowest, in hist's PB__HIST_BINS
+ * entries), one pass collecting the ranks it takes, and a heap sort of
+ * those k. The same ranks in the same order; cheaper when k is more than
+ * a few. Writes hist and ranks[] only. */
+void pb__lowest_ranks_cut(const void *keys, unsigned width, size_t first,
+                          size_t end, size_t k, size_t *hist,
+                          uint32_t *ranks);
 
 #endif /* PB_SRC_LOWEST_SELECT_H */

@@ -114,8 +114,8 @@ void pb__source_peek_lowest(const pb_kvcache *inst, size_t first,
 
 /* Asked for at most this many keys, the lowest entry takes one
  * vectorised pass per key after the first (a layer group's decode step
- * asks each head for two); beyond, the one scalar pass of
- * pb__lowest_ranks is cheaper. */
+ * asks each head for two); beyond, the evict's cut and a sort of the k
+ * it takes (pb__lowest_ranks_cut) is cheaper. */
 #define PB__SOURCE_FEW_KEYS ((size_t)4)
 
 /* The least key of ranks lo .. hi-1 (lo < hi) and, in *at, the first rank
@@ -134,8 +134,21 @@ static uint64_t least_in(const pb__source *p, size_t lo, size_t hi,
 
 void pb__source_lowest(pb_kvcache *inst, size_t first, size_t end, size_t k,
                        uint32_t *positions, double *scores, void *work) {
-    const pb__source *p = (const pb__source *)(const void *)inst;
-    if (k == 0u || k > PB__SOURCE_FEW_KEYS || p->per == 0u) {
+    pb__source *p = pb__source_of(inst);
+    if (k > PB__SOURCE_FEW_KEYS && p->per != 0u) {
+        assert(k <= end - first);
+        /* The evict's cut in its histogram: the bounds it held go. */
+        p->bounds_ok = 0;
+        pb__lowest_ranks_cut(p->source, p->per == sizeof(double) ? 8u : 4u,
+                             first, end, k, p->hist, positions);
+        for (size_t t = 0; t < k; ++t) {
+            const size_t r = positions[t];
+            positions[t] = p->c.pos[r];
+            scores[t] = pb__source_score(inst, r);
+        }
+        return;
+    }
+    if (k == 0u || p->per == 0u) {
         pb__source_peek_lowest(inst, first, end, k, positions, scores, work);
         return;
     }

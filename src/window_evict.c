@@ -320,14 +320,9 @@ size_t pb__window_peek_work_bytes(const pb_kvcache *inst) {
 /* The pooled window scores of every held rank, as the full path computes
  * them (all columns folded at once; through either layout of the lazy
  * state one column at a time: the same bits), into the caller's work
- * area; then the k least (score, rank) pairs in one pass
- * (lowest_select.h), their ranks held in positions[] until mapped. */
-void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
-                            size_t k, uint32_t *positions, double *scores,
-                            void *work) {
-    const pb__window *p = (const pb__window *)(const void *)inst;
+ * area, which it returns. */
+double *pb__window_pooled_all(const pb__window *p, void *work) {
     const size_t n = p->c.kept;
-    assert(first <= end && end <= n && k <= end - first);
     double *x = work;
     void *pool_work = p->work_bytes ? (void *)(x + p->c.capacity) : NULL;
     if (p->n_lazy == 0u) {
@@ -347,6 +342,18 @@ void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                      pool_work, p->work_bytes);
     else
         pb__pool_max(x, n, p->half_kernel, pool_work, p->work_bytes);
+    return x;
+}
+
+/* The pooled scores of every held rank (pb__window_pooled_all), then the
+ * k least (score, rank) pairs in one pass (lowest_select.h), their ranks
+ * held in positions[] until mapped. */
+void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
+                            size_t k, uint32_t *positions, double *scores,
+                            void *work) {
+    const pb__window *p = (const pb__window *)(const void *)inst;
+    assert(first <= end && end <= p->c.kept && k <= end - first);
+    const double *x = pb__window_pooled_all(p, work);
     if (k == 0u) return;
     pb__lowest_ranks(x, 8u, first, end, k, positions);
     for (size_t t = 0; t < k; ++t) {

@@ -435,6 +435,10 @@ void pb__window_prefill_lowest(pb_kvcache *inst, const pb__prompt *in,
                                double *keys);
 
 /* Its peek (pb__scorer_ops.peek_lowest) and the scratch it needs. */
+/* The pooled window scores of every held rank, as the peek ranks them,
+ * into work (pb__window_peek_work_bytes), which it returns
+ * (window_evict.c). */
+double *pb__window_pooled_all(const pb__window *p, void *work);
 void pb__window_peek_lowest(const pb_kvcache *inst, size_t first, size_t end,
                             size_t k, uint32_t *positions, double *scores,
                             void *work);

@@ -5,7 +5,8 @@
  * gives the same positions and the same score bits as the read-only peek
  * pb__kvcache_peek_lowest, for every count of keys from 1 to 9 (the few
  * keys a source scorer answers with one vectorised pass each, the window
- * filter's guessed scans, and past both).
+ * filter's guessed scans, and past both) and for 19 and 39 (a source
+ * scorer's cut and sort, the window's full peek).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +21,7 @@
 #include "instance_internal.h"
 #include "test_rng.h"
 
-enum { CAP = 160, MAXK = 9 };
+enum { CAP = 160, MAXK = 39 };
 
 static void lowest_equals_peek(pb_scorer scorer, uint64_t seed) {
     pb_kvcache_config c = PB_KVCACHE_CONFIG_DEFAULT;
@@ -55,7 +56,8 @@ static void lowest_equals_peek(pb_scorer scorer, uint64_t seed) {
         assert_int_equal(pb_kvcache_observe(p, pos, row, held), PB_OK);
         const size_t e = pb__kvcache_peek_lowest(p, 0u, NULL, NULL, 0u, NULL);
         const size_t now = pb_kvcache_kept_count(p);
-        for (size_t k = 1; k <= MAXK && k <= e; k++) {
+        for (size_t k = 1; k <= MAXK && k <= e;
+             k = k < 9u ? k + 1u : 2u * k + 1u) {
             const size_t na = pb__kvcache_peek_lowest(
                 p, (uint32_t)(now - k), pa, sa, k, work);
             const size_t nb = pb__kvcache_lowest(p, (uint32_t)(now - k), pb,
