@@ -271,21 +271,9 @@ def write_hf_attentions(writer, attentions, num_kv_heads, window=32,
     Returns the number of records written.
     """
     written = 0
-    for l, a in enumerate(attentions):
-        if layers is not None and l not in layers:
-            continue
-        a = np.asarray(a)
-        if a.ndim != 4:
-            raise TraceError("layer %d: expected [batch, heads, q, k]" % l)
-        a = a[batch].astype(np.float64)
-        n_heads, q, k = a.shape
-        if n_heads % num_kv_heads:
-            raise TraceError("heads %d not a multiple of KV heads %d" %
-                             (n_heads, num_kv_heads))
-        group = n_heads // num_kv_heads
-        if reduce is None and group != writer.group_size:
-            raise TraceError("the writer's group size is %d, the model's %d" %
-                             (writer.group_size, group))
+    for l, a, group in _hf_layers(writer, attentions, num_kv_heads, batch,
+                                  layers, reduce):
+        q, k = a.shape[1:]
         fut = None
         if q == k and prompt_len is not None:
             if not 1 <= prompt_len < q:
@@ -346,26 +334,16 @@ def write_hf_preference(writer, attentions, num_kv_heads, window=32,
     _index("window", window)
     if window < 1:
         raise TraceError("window must be at least 1, not %r" % (window,))
-    written = 0
-    for l, a in enumerate(attentions):
-        if layers is not None and l not in layers:
-            continue
-        a = np.asarray(a)
-        if a.ndim != 4:
-            raise TraceError("layer %d: expected [batch, heads, q, k]" % l)
-        a = a[batch].astype(np.float64)
-        n_heads, q, k = a.shape
+    def whole_text(l, q, k):
         if q != k:
             raise TraceError("layer %d: preference rows come from one call "
                              "over the whole text (q == k), not q=%d k=%d"
                              % (l, q, k))
-        if n_heads % num_kv_heads:
-            raise TraceError("heads %d not a multiple of KV heads %d" %
-                             (n_heads, num_kv_heads))
-        group = n_heads // num_kv_heads
-        if reduce is None and group != writer.group_size:
-            raise TraceError("the writer's group size is %d, the model's %d" %
-                             (writer.group_size, group))
+
+    written = 0
+    for l, a, group in _hf_layers(writer, attentions, num_kv_heads, batch,
+                                  layers, reduce, check=whole_text):
+        q = a.shape[1]
         block = a[:, q - min(window, q):, :]
         for kv in range(num_kv_heads):
             if heads is not None and kv not in heads:
@@ -376,6 +354,32 @@ def write_hf_preference(writer, attentions, num_kv_heads, window=32,
                                       qhead=qh, dtype=dtype)
                 written += 1
     return written
+
+
+def _hf_layers(writer, attentions, num_kv_heads, batch, layers, reduce,
+               check=None):
+    """The selected layers of a Hugging Face attentions tuple as (layer,
+    [heads, q, k] float64 array of the batch entry, group size), checked
+    in this order: the rank, check(layer, q, k) where given, the heads
+    against num_kv_heads, the group against the writer's (reduce=None)."""
+    for l, a in enumerate(attentions):
+        if layers is not None and l not in layers:
+            continue
+        a = np.asarray(a)
+        if a.ndim != 4:
+            raise TraceError("layer %d: expected [batch, heads, q, k]" % l)
+        a = a[batch].astype(np.float64)
+        n_heads, q, k = a.shape
+        if check is not None:
+            check(l, q, k)
+        if n_heads % num_kv_heads:
+            raise TraceError("heads %d not a multiple of KV heads %d" %
+                             (n_heads, num_kv_heads))
+        group = n_heads // num_kv_heads
+        if reduce is None and group != writer.group_size:
+            raise TraceError("the writer's group size is %d, the model's %d" %
+                             (writer.group_size, group))
+        yield l, a, group
 
 
 def _reduced(members, reduce):
