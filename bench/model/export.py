@@ -3,7 +3,8 @@
 torch reference logits the C logits test compares against.
 
 What this file owns: the little-endian weights format of docs/model.md
-(writer side) and the reference-logits file format (same document).
+(writer, and the reader train.py's --init uses) and the reference-logits
+file format (same document).
 
   /usr/bin/python3 bench/model/export.py --ckpt CKPT/last.pt \
       --out bench/model/data/model.pkvm --ref bench/model/data/ref_logits.bin \
@@ -74,6 +75,31 @@ def write_weights(path, model, meta):
     os.replace(tmp, path)
 
 
+def read_weights(path):
+    """(config, state_dict, step, tokens) of a weights file: the inverse of
+    write_weights, exact (float32 both ways)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if blob[:4] != MAGIC or struct.unpack_from("<I", blob, 4)[0] != VERSION:
+        raise ValueError(f"{path}: not a version {VERSION} weights file")
+    u = struct.unpack_from("<8I", blob, 8)
+    theta, eps = struct.unpack_from("<2f", blob, 40)
+    step, tokens = struct.unpack_from("<2Q", blob, 48)
+    c = dict(vocab=u[0], dim=u[1], n_layers=u[2], n_heads=u[3], n_kv_heads=u[4],
+             head_dim=u[5], ffn_dim=u[6], max_ctx=u[7], rope_theta=float(theta),
+             norm_eps=float(eps))
+    shapes = train.Model(c).state_dict()
+    sd, off = {}, 64
+    for name, t in tensors_in_order(shapes, c):
+        n = t.numel()
+        a = np.frombuffer(blob, dtype="<f4", count=n, offset=off)
+        sd[name] = torch.from_numpy(a.astype(np.float32).reshape(t.shape))
+        off += 4 * n
+    if off != len(blob):
+        raise ValueError(f"{path}: {len(blob)} bytes, the header's shape needs {off}")
+    return c, sd, step, tokens
+
+
 def write_ref(path, model):
     """Format: "PKVR", u32 version 1, u32 prompt count; then per prompt u32
     length n, n prompt bytes, n x 256 float32 logits (position-major)."""
@@ -116,6 +142,9 @@ def main():
         st = torch.load(args.ckpt)
         model = train.Model(st["config"])
         model.load_state_dict(st["model"])
+        # a run started from another's weights (--init) counts them too
+        st = dict(st, step=st["step"] + st.get("init_step", 0),
+                  tokens=st["tokens"] + st.get("init_tokens", 0))
     model.eval()
     write_weights(args.out, model, st)
     write_ref(args.ref, model)

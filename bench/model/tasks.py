@@ -113,6 +113,13 @@ def fits(task, T):
 def sample(rng, text, task, T):
     """One training sequence of exactly T+1 bytes and the byte ranges
     [start, end) of its answers (the '.' after each answer included)."""
+    seq, spans, _ = sample_tail(rng, text, task, T)
+    return seq, spans
+
+
+def sample_tail(rng, text, task, T):
+    """sample(), and where the questions begin (the index of the first
+    question's first byte): train.py's position skips fall before it."""
     ndl, qa = _needles(rng, task)
     ndl = [n.encode() for n in ndl]
     tail, spans = b"", []
@@ -133,4 +140,4 @@ def sample(rng, text, task, T):
     off = len(seq)
     seq += tail
     assert len(seq) == T + 1
-    return seq, [(off + s, off + e) for s, e in spans]
+    return seq, [(off + s, off + e) for s, e in spans], off

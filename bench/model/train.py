@@ -59,10 +59,12 @@ CONFIG_M1 = dict(
 )
 
 # The second model: deeper, Llama-style grouped heads (4 query heads per KV
-# head, 4 KV heads), 2048 positions. head_dim 16 keeps attention, which
-# dominates the cost at 2048 positions, affordable on two CPU cores; the
-# rope base 10000 (Llama's for 2048-4096 positions) gives the slowest pair a
-# wavelength of 2 pi 10000^(14/16) = 20,000 positions, ten times the context.
+# head, 4 KV heads), 1024 positions. The CPU sets the context: attention
+# over 16 query heads dominates the cost (measured with --bench on two
+# cores: 602 tokens/s at 128 positions, 322 at 256, 79 at 1024), so 2048
+# positions would not train within a session. head_dim 16 keeps it at
+# that; the rope base 10000 gives the slowest pair a wavelength of
+# 2 pi 10000^(14/16) = 20,000 positions, twenty times the context.
 CONFIG_M2 = dict(
     vocab=256,
     dim=128,
@@ -71,7 +73,7 @@ CONFIG_M2 = dict(
     n_kv_heads=4,
     head_dim=16,
     ffn_dim=384,
-    max_ctx=2048,
+    max_ctx=1024,
     rope_theta=10000.0,
     norm_eps=1e-5,
 )
@@ -162,9 +164,14 @@ class Model(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, idx, want_attn=False):
+    def forward(self, idx, want_attn=False, pos=None):
+        """pos: (B, T) increasing position ids (training's position skips);
+        None: 0 .. T-1, as the C runtime runs."""
         B, T = idx.shape
-        cos, sin = self.cos[:T], self.sin[:T]
+        if pos is None:
+            cos, sin = self.cos[:T], self.sin[:T]
+        else:
+            cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]
         mask = torch.full((T, T), float("-inf"), device=idx.device).triu(1)
         x = self.emb(idx)
         attns = []
@@ -223,21 +230,33 @@ def passkey_sample(rng, text, T, depth=None, key=None):
     return seq, T + 1 - 6
 
 
-def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None):
+def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
+               span=None):
     """B sequences of T+1 bytes: with probability p_needle a task sequence
     (m1: the pass key; m2: a task drawn uniformly from task_names among
-    those that fit T), else plain text. Returns inputs, targets and the
-    per-target loss weights (answer_weight on answer bytes)."""
-    xs, ws = [], []
+    those that fit T), else plain text. Returns inputs, targets, the
+    per-target loss weights (answer_weight on answer bytes) and the
+    position ids (None when span is None or T: positions 0 .. T-1).
+
+    span > T spreads the T positions over span (positional skip-wise
+    training, PoSE): the positions from a cut c on are shifted by a jump
+    J, c uniform in [1, tail] (tail: where a task's questions begin, T for
+    text), J uniform in [0, span - T]. Each piece stays contiguous, so the
+    text reads as it would; a question after the cut sees its needles up
+    to span - 1 positions back, as in a span-long context, at the cost of a
+    T-long one."""
+    xs, ws, ps = [], [], []
+    skip = span is not None and span > T
     for _ in range(B):
         w = np.ones(T, dtype=np.float32)
+        tail = T
         if rng.random() < p_needle:
             if task_names is None:
                 seq, a = passkey_sample(rng, text, T)
                 spans = [(a, a + 5)]
             else:
                 fit = [t for t in task_names if tasks.fits(t, T)]
-                seq, spans = tasks.sample(rng, text, rng.choice(fit), T)
+                seq, spans, tail = tasks.sample_tail(rng, text, rng.choice(fit), T)
             # targets are seq[1:], so the target index of byte a is a-1
             for a, e in spans:
                 w[a - 1:e - 1] = answer_weight
@@ -246,15 +265,21 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None):
             seq = text[s:s + T + 1]
         xs.append(np.frombuffer(seq, dtype=np.uint8))
         ws.append(w)
+        if skip:
+            c, j = rng.randint(1, tail), rng.randint(0, span - T)
+            pos = np.arange(T, dtype=np.int64)
+            pos[c:] += j
+            ps.append(pos)
     arr = torch.from_numpy(np.stack(xs).astype(np.int64))
-    return arr[:, :-1], arr[:, 1:], torch.from_numpy(np.stack(ws))
+    pos = torch.from_numpy(np.stack(ps)) if skip else None
+    return arr[:, :-1], arr[:, 1:], torch.from_numpy(np.stack(ws)), pos
 
 
 # ------------------------------------------------------------- recipes ---
 
 # A recipe: the shape, the curriculum and the learning rate of one model.
 # The curriculum: (context, batch size, task fraction, min tokens, max
-# tokens) per phase. A phase ends when the running answer loss (an
+# tokens[, position span]) per phase. A phase ends when the running answer loss (an
 # exponential mean over ~50 steps of the answer bytes' loss) is below
 # answer_ok after at least its min tokens, or at its max tokens: copying
 # forms cheaply at short context, then the context grows. The phase, its
@@ -272,21 +297,41 @@ RECIPES = {
         answer_ok=0.25, lr_max=2e-3, lr_min=2e-4, horizon=20_000_000,
         cool_start=400_000, cool_len=400_000, recompute_from=1 << 30,
         eval_n=32, eval_every=0.0),
-    # m2: the five tasks; attention recomputed in the backward pass from
-    # 1024 positions (the probabilities of 12 layers x 16 heads at 2048
-    # would take 6 GB a sequence).
+    # m2: the five tasks. Its first phase (text-heavy, 256 positions) ran
+    # 2.6 M tokens without the copy forming (answer loss 2.2, digits at
+    # chance); the next ones are task-heavy, at short windows whose
+    # positions skip over the full 1024 (make_batch's span): the needle
+    # alone at 128, then all five tasks at 384 (multiq needs 362 bytes);
+    # then a short cool-down at the real 1024 positions (two sequences a
+    # step keep the saved attention at ~5 GB, no recompute).
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
-        (256, 16, 0.7, 1_500_000, 6_000_000),
-        (512, 8, 0.7, 500_000, 3_000_000),
-        (1024, 4, 0.7, 300_000, 2_000_000),
-        (2048, 2, 0.7, 0, 10**12)],
+        (256, 16, 0.7, 1_500_000, 2_600_000),
+        (128, 32, 0.9, 0, 3_000_000, 1024),
+        (384, 10, 0.9, 300_000, 3_000_000, 1024),
+        (1024, 2, 0.7, 0, 10**12)],
         answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=10_000_000,
-        cool_start=1_000_000, cool_len=500_000, recompute_from=1024,
+        cool_start=40_000, cool_len=60_000, recompute_from=2048,
         eval_n=8, eval_every=2400.0),
+    # m1t: m1 taught the task suite. It starts from m1's trained weights
+    # (--init, the m1 weights file) with a fresh optimizer: the copy is
+    # there already, the formats are new; four tasks fit 256 positions,
+    # multiq joins at 512.
+    "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
+        (256, 16, 0.8, 200_000, 2_000_000),
+        (512, 8, 0.8, 0, 10**12)],
+        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=3_000_000,
+        cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
+        eval_n=16, eval_every=1200.0),
 }
 ANSWER_EMA = 0.02
 ANSWER_WEIGHT = 8.0
 WARMUP = 200
+
+
+def phase_of(ph):
+    """(context, batch, task fraction, min tokens, max tokens, span): a
+    phase's sixth entry, the position span, defaults to its context."""
+    return tuple(ph) + (ph[0],) * (6 - len(ph))
 
 
 def lr_at(r, step, tokens, cur):
@@ -345,20 +390,23 @@ def evaluate(model, r, rng_seed, held, T):
 
 # ----------------------------------------------------------------- train ---
 
-def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur, name):
+def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur, name, meta):
     tmp = path + ".tmp"
     torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,
                     tokens=tokens, curriculum=cur, py_rng=rng.getstate(),
                     torch_rng=torch.get_rng_state(), config=model.c,
-                    recipe=name, elapsed=elapsed), tmp)
+                    recipe=name, elapsed=elapsed, **meta), tmp)
     os.replace(tmp, path)
 
 
 def log_eval(logf, model, r, held, step, tokens, T):
-    acc, nll = evaluate(model, r, 99, held, T)
-    a = " ".join(f"{k}{T}_acc {v:.3f}" for k, v in acc.items())
-    print(f"# eval step {step} tokens {tokens} {a} heldout_nll {nll:.4f}",
-          file=logf, flush=True)
+    """Accuracy at the phase's context T and, where T is shorter, at the
+    model's full context (the length model_eval runs)."""
+    for n in sorted({T, model.c["max_ctx"]}):
+        acc, nll = evaluate(model, r, 99, held, n)
+        a = " ".join(f"{k}{n}_acc {v:.3f}" for k, v in acc.items())
+        print(f"# eval step {step} tokens {tokens} {a} heldout_nll {nll:.4f}",
+              file=logf, flush=True)
 
 
 def main():
@@ -374,6 +422,10 @@ def main():
                     help="seconds (0: at every checkpoint; default: the "
                     "recipe's, m1 0, m2 2400)")
     ap.add_argument("--max-tokens", type=float, default=60e6)
+    ap.add_argument("--init", metavar="PKVM",
+                    help="start from this weights file (recipes with an "
+                    "init: m1t starts from m1's, bench/model/data/model.pkvm "
+                    "as recipe m1 left it); read when no checkpoint exists")
     ap.add_argument("--bench", action="store_true",
                     help="time a few steps at each phase and exit")
     args = ap.parse_args()
@@ -393,11 +445,11 @@ def main():
                             weight_decay=0.1)
     nparams = sum(p.numel() for p in model.parameters())
 
-    def train_step(x, y, w, lr):
+    def train_step(x, y, w, pos, lr):
         for g in opt.param_groups:
             g["lr"] = lr
         x, y, w = x.to(args.device), y.to(args.device), w.to(args.device)
-        logits = model(x)
+        logits = model(x, pos=None if pos is None else pos.to(args.device))
         ce = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1), reduction="none")
         loss = (ce * w.reshape(-1)).sum() / w.sum()
         opt.zero_grad(set_to_none=True)
@@ -407,13 +459,16 @@ def main():
         return ce.detach().cpu(), w.reshape(-1).cpu()
 
     if args.bench:
-        for T, B, pn, _, _ in phases:
-            x, y, w = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT, r["tasks"])
+        for ph in phases:
+            T, B, pn, _, _, span = phase_of(ph)
+            x, y, w, pos = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT,
+                                      r["tasks"], span)
             for i in range(3):
                 t0 = time.time()
-                train_step(x, y, w, 1e-4)
+                train_step(x, y, w, pos, 1e-4)
                 dt = time.time() - t0
-            print(f"T={T} B={B}: {B*T/dt:.0f} tokens/s ({nparams} params)", flush=True)
+            print(f"T={T} B={B} span={span}: {B*T/dt:.0f} tokens/s "
+                  f"({nparams} params)", flush=True)
         return
 
     os.makedirs(args.ckpt_dir, exist_ok=True)
@@ -421,6 +476,7 @@ def main():
     logf = open(os.path.join(args.ckpt_dir, "train.log"), "a")
     step, tokens, elapsed = 0, 0, 0.0
     cur = dict(phase=0, phase_tokens=0, answer_ema=math.log(10.0))
+    init_meta = {}
     if os.path.exists(ck):
         st = torch.load(ck, map_location=args.device)
         model.load_state_dict(st["model"])
@@ -430,23 +486,38 @@ def main():
         torch.set_rng_state(st["torch_rng"])
         # checkpoints written before the adaptive curriculum were in phase 0
         cur = st.get("curriculum", dict(cur, phase_tokens=tokens))
+        init_meta.update({k: st[k] for k in ("init_step", "init_tokens") if k in st})
         print(f"# resumed at step {step}, {tokens} tokens, curriculum {cur}, "
               f"phases={phases}", file=logf, flush=True)
     else:
+        init = ""
+        if r.get("init"):
+            if not args.init:
+                ap.error(f"recipe {args.model} starts from {r['init']}'s "
+                         "weights: --init FILE.pkvm")
+            import export
+            c, sd, istep, itok = export.read_weights(args.init)
+            if any(c[k] != r["config"][k] for k in c if k != "norm_eps"):
+                ap.error(f"{args.init}: shape {c}, recipe {args.model} needs "
+                         f"{r['config']}")
+            model.load_state_dict(sd)
+            init_meta.update(init_step=istep, init_tokens=itok)
+            init = f" init={args.init} (step {istep}, {itok} tokens)"
         print(f"# start model={args.model} seed={args.seed} threads={args.threads} "
               f"device={args.device} params={nparams} config={r['config']} "
-              f"phases={phases} tasks={r['tasks']} answer_weight={ANSWER_WEIGHT}",
-              file=logf, flush=True)
+              f"phases={phases} tasks={r['tasks']} answer_weight={ANSWER_WEIGHT}"
+              f"{init}", file=logf, flush=True)
         print("# step tokens elapsed_s ctx lr loss answer_loss tok_per_s", file=logf, flush=True)
 
     t_ck = t_ev = time.time()
     t_start = time.time() - elapsed
     acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, time.time()
     while tokens < args.max_tokens and not finished(r, cur):
-        T, B, pn, p_min, p_max = phases[cur["phase"]]
-        x, y, w = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT, r["tasks"])
+        T, B, pn, p_min, p_max, span = phase_of(phases[cur["phase"]])
+        x, y, w, pos = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT,
+                                  r["tasks"], span)
         lr = lr_at(r, step, tokens, cur)
-        ce, w = train_step(x, y, w, lr)
+        ce, w = train_step(x, y, w, pos, lr)
         step += 1
         tokens += B * T
         acc_tok += B * T
@@ -475,11 +546,11 @@ def main():
                 log_eval(logf, model, r, held, step, tokens, T)
                 t_ev = time.time()
             save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start,
-                      cur, args.model)
+                      cur, args.model, init_meta)
             t_ck = time.time()
     log_eval(logf, model, r, held, step, tokens, phases[cur["phase"]][0])
     save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur,
-              args.model)
+              args.model, init_meta)
     print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
 
 

@@ -17,7 +17,6 @@ the comparison; the cache decisions are the library's.
 import argparse
 import math
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ MODEL_DIR = os.path.join(HERE, os.pardir, "model")
 # library), not the source package beside this script
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, MODEL_DIR)
+import export  # noqa: E402  (the weights file's reader)
 import train  # noqa: E402  (the model definition)
 
 from pyramidkv.press import KVPress  # noqa: E402
@@ -53,35 +53,10 @@ METHODS = {
 
 
 def load_pkvm(path):
-    """The weights file of docs/model.md into train.Model."""
-    raw = open(path, "rb").read()
-    if raw[:4] != b"PKVM":
-        raise ValueError("%s: not a .pkvm file" % path)
-    (ver, vocab, dim, L, H, KV, hd, ffn, ctx) = struct.unpack_from("<9I", raw, 4)
-    theta, eps = struct.unpack_from("<2f", raw, 40)
-    if ver != 1:
-        raise ValueError("%s: version %d" % (path, ver))
-    c = dict(vocab=vocab, dim=dim, n_layers=L, n_heads=H, n_kv_heads=KV,
-             head_dim=hd, ffn_dim=ffn, max_ctx=ctx, rope_theta=float(theta),
-             norm_eps=float(eps))
+    """The weights file of docs/model.md into train.Model (export.py's
+    reader), in eval mode."""
+    c, sd, _, _ = export.read_weights(path)
     m = train.Model(c)
-    floats = np.frombuffer(raw, dtype="<f4", offset=64)
-    sd, off = {}, 0
-    for name, t in m.state_dict().items():
-        n = t.numel()
-        sd[name] = None
-    order = ["emb.weight"]
-    for i in range(L):
-        order += ["layers.%d.%s.weight" % (i, n) for n in (
-            "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w3", "w2")]
-    order += ["norm.weight", "out.weight"]
-    shapes = {k: v.shape for k, v in m.state_dict().items()}
-    for name in order:
-        n = int(np.prod(shapes[name]))
-        sd[name] = torch.from_numpy(floats[off:off + n].copy()).view(shapes[name])
-        off += n
-    if off != floats.size:
-        raise ValueError("%s: %d floats, expected %d" % (path, floats.size, off))
     m.load_state_dict(sd)
     m.eval()
     return m

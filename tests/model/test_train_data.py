@@ -1,0 +1,131 @@
+"""The training side of bench/model (train.py, tasks.py, export.py) where a
+silent mistake would cost a training run: the position skips of
+make_batch, the model's position ids, the recipes' phases and the weights
+file's reader. Run by ctest (test_model_train_data); skipped without torch.
+No KJV text is needed: the haystack here is a synthetic one."""
+import os
+import random
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL_DIR = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir,
+                                          "bench", "model"))
+sys.path.insert(0, MODEL_DIR)
+import export  # noqa: E402
+import tasks  # noqa: E402
+import train  # noqa: E402
+
+TEXT = b"".join(b"verse %d of a haystack that is only text.\n" % i
+                for i in range(4000))
+SMALL = dict(train.CONFIG_M2, dim=32, n_layers=2, ffn_dim=48, max_ctx=256)
+
+
+def test_sample_tail_marks_the_first_question():
+    rng = random.Random(3)
+    for task in tasks.TASKS:
+        for _ in range(20):
+            seq, spans, tail = tasks.sample_tail(rng, TEXT, task, 384)
+            assert len(seq) == 385
+            assert seq[tail:tail + 1] == b"\n"  # every question starts so
+            assert all(tail < a < e <= 385 for a, e in spans)
+            # sample() draws the same sequence from the same state
+    r1, r2 = random.Random(9), random.Random(9)
+    assert tasks.sample(r1, TEXT, "multiq", 384) == \
+        tasks.sample_tail(r2, TEXT, "multiq", 384)[:2]
+
+
+def test_position_skips_keep_two_contiguous_pieces():
+    """span > T: positions increase, jump once at a cut no later than the
+    first question, stay below span; the bytes are what they were."""
+    rng = random.Random(5)
+    T, span = 384, 1024
+    x, y, w, pos = train.make_batch(rng, TEXT, 64, T, 0.9, 8.0, tasks.TASKS,
+                                    span)
+    assert pos.shape == (64, T) and pos.dtype == torch.int64
+    assert int(pos.max()) < span and bool((pos[:, 0] == 0).all())
+    d = pos[:, 1:] - pos[:, :-1]
+    assert bool((d >= 1).all())
+    assert bool(((d > 1).sum(1) <= 1).all())
+    assert int((d > 1).sum()) > 32  # most sequences do skip
+    assert bool((y[:, :-1] == x[:, 1:]).all())
+    for i in range(64):
+        answers = (w[i] > 1).nonzero().flatten()
+        if answers.numel() and bool((d[i] > 1).any()):
+            # a task sequence that skips: the cut precedes its questions
+            cut = int((d[i] > 1).nonzero()[0]) + 1
+            assert 1 <= cut <= int(answers[0])
+    # span == T and None: no position ids, the batch the old recipes drew
+    r1, r2 = random.Random(1), random.Random(1)
+    a = train.make_batch(r1, TEXT, 8, 128, 0.5, 8.0, tasks.TASKS, 128)
+    b = train.make_batch(r2, TEXT, 8, 128, 0.5, 8.0, tasks.TASKS)
+    assert a[3] is None and b[3] is None
+    assert bool((a[0] == b[0]).all()) and bool((a[2] == b[2]).all())
+
+
+def test_position_ids_are_what_the_runtime_computes():
+    """pos = 0..T-1 gives the logits of no pos; a shifted second piece gives
+    the logits of the same bytes placed that far apart (rope is relative:
+    shifting every position by one amount changes nothing)."""
+    torch.manual_seed(0)
+    m = train.Model(SMALL).eval()
+    x = torch.randint(0, 256, (2, 40))
+    with torch.no_grad():
+        a = m(x)
+        b = m(x, pos=torch.arange(40).expand(2, 40))
+        assert torch.equal(a, b)
+        c = m(x, pos=torch.arange(40).expand(2, 40) + 17)
+        assert float((a - c).abs().max()) < 1e-4
+        p = torch.arange(40)
+        p[20:] += 60
+        d = m(x, pos=p.expand(2, 40))
+        assert torch.equal(a[:, :20], d[:, :20])
+        assert float((a[:, 20:] - d[:, 20:]).abs().max()) > 1e-3
+
+
+def test_phases_default_span_and_recipes_fit():
+    assert train.phase_of((128, 4, 0.5, 0, 10)) == (128, 4, 0.5, 0, 10, 128)
+    assert train.phase_of((128, 4, 0.5, 0, 10, 1024))[5] == 1024
+    for name, r in train.RECIPES.items():
+        for ph in r["phases"]:
+            T, B, pn, lo, hi, span = train.phase_of(ph)
+            assert T <= span <= r["config"]["max_ctx"], name
+            assert lo <= hi, name
+            if r["tasks"]:
+                assert any(tasks.fits(t, T) for t in r["tasks"]), name
+        if r["tasks"]:  # every task is trained at some phase
+            assert all(any(tasks.fits(t, ph[0]) for ph in r["phases"])
+                       for t in r["tasks"]), name
+    m2 = train.CONFIG_M2
+    assert m2["n_layers"] >= 12 and m2["n_kv_heads"] >= 4
+    assert m2["n_heads"] == 4 * m2["n_kv_heads"] and m2["max_ctx"] >= 1024
+
+
+def test_weights_file_round_trip(tmp_path):
+    torch.manual_seed(1)
+    m = train.Model(SMALL).eval()
+    f = str(tmp_path / "m.pkvm")
+    export.write_weights(f, m, dict(step=12, tokens=3456))
+    c, sd, step, tokens = export.read_weights(f)
+    assert (step, tokens) == (12, 3456)
+    assert {k: v for k, v in c.items() if k != "norm_eps"} == \
+        {k: v for k, v in SMALL.items() if k != "norm_eps"}
+    for k, v in m.state_dict().items():
+        assert torch.equal(sd[k], v), k
+    raw = open(f, "rb").read()
+    open(f, "wb").write(raw[:-4])
+    with pytest.raises(ValueError):
+        export.read_weights(f)
+    open(f, "wb").write(b"PKVX" + raw[4:])
+    with pytest.raises(ValueError):
+        export.read_weights(f)
+
+
+def test_committed_weights_read_back():
+    c, sd, step, tokens = export.read_weights(
+        os.path.join(MODEL_DIR, "data", "model.pkvm"))
+    assert c["n_layers"] == train.CONFIG_M1["n_layers"] and step > 0 < tokens
+    train.Model(c).load_state_dict(sd)
