@@ -7,6 +7,7 @@
  * bench/model/plot_quality.sh draws.
  */
 #include "eval.h"
+#include "eval_tasks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +55,24 @@ static void paired(const eval_result *a, const eval_result *b,
     *se = n ? 100.0 * sqrt(var > 0.0 ? var : 0.0) / sqrt((double)n) : 0.0;
 }
 
+/* Paired NLL difference of row a and b over the held-out windows (each
+ * window's NLL per byte), in nats per byte, and its standard error. */
+static void paired_nll(const eval_row *a, const eval_row *b, uint32_t nw,
+                       double *diff, double *se)
+{
+    const double per = nw ? (double)a->nll_n / nw : 1.0;
+    double s = 0.0, s2 = 0.0;
+    for (uint32_t i = 0; i < nw; i++) {
+        const double d = (a->nll_w[i] - b->nll_w[i]) / per;
+        s += d;
+        s2 += d * d;
+    }
+    const double mean = nw ? s / nw : 0.0;
+    const double var = nw > 1 ? (s2 - nw * mean * mean) / (nw - 1) : 0.0;
+    *diff = mean;
+    *se = nw ? sqrt(var > 0.0 ? var : 0.0) / sqrt((double)nw) : 0.0;
+}
+
 static void label(const eval_row *k, char *b, size_t n)
 {
     if (k->method) snprintf(b, n, "1/%u=%u", k->den, k->budget);
@@ -97,22 +116,31 @@ static void detail(const eval_opts *o, const pkm_model *m, const eval_row *rows,
     }
 }
 
+/* The rows tab-separated, one header line (docs/quality.md, "The TSV"):
+ * a value not measured, and a paired difference of the uniform row with
+ * itself or of the full cache, is NaN. */
 static int write_tsv(const eval_opts *o, const pkm_model *m,
-                     const eval_row *rows, size_t n_rows, uint32_t n_q,
-                     double full_nll)
+                     const eval_row *rows, size_t n_rows,
+                     const eval_prompt_set *ps, uint32_t n_q, double full_nll)
 {
     const pkm_config *mc = &m->c;
     FILE *f = fopen(o->tsv, "w");
     if (!f) return -1;
-    fprintf(f, "method\tden\tbudget\tpositions\tkv_bytes\tneedle_aware\t"
-               "needle_agnostic\tnll\tdnll");
+    const char *task = o->prompts ? "prompts" : eval_task_names[o->task];
+    fprintf(f, "method\tkey\ttask\tden\tbudget\tpositions\tkv_bytes\t"
+               "needle_aware\tdiff_aware\tse_aware\t"
+               "needle_agnostic\tdiff_agnostic\tse_agnostic\t"
+               "nll\tdnll\tdnll_uniform\tse_dnll_uniform");
     for (uint32_t l = 0; l < mc->n_layers; l++) fprintf(f, "\tmass%u", l);
     fprintf(f, "\n");
     for (size_t c = 0; c < n_rows; c++) {
         const eval_row *k = &rows[c];
         if (!k->supported) continue;
-        fprintf(f, "%s\t%u\t%u\t%llu\t%llu",
-                k->method ? k->method->name : "full cache", k->den, k->budget,
+        const eval_row *ref = k->method ? reference(rows, n_rows, k) : NULL;
+        if (ref == k) ref = NULL;
+        fprintf(f, "%s\t%s\t%s\t%u\t%u\t%llu\t%llu",
+                k->method ? k->method->name : "full cache",
+                k->method ? k->method->key : "full", task, k->den, k->budget,
                 (unsigned long long)k->kc.positions,
                 (unsigned long long)(k->kc.positions * 2u * mc->head_dim * 4u));
         for (int pr = 0; pr < EVAL_N_PROTOCOLS; pr++) {
@@ -120,10 +148,24 @@ static int write_tsv(const eval_opts *o, const pkm_model *m,
                 fprintf(f, "\t%.4f", 100.0 * k->res[pr].n_ok / n_q);
             else
                 fprintf(f, "\tNaN");
+            if (o->protocol[pr] && n_q && ref) {
+                double d = 0.0, se = 0.0;
+                paired(&k->res[pr], &ref->res[pr], ps, &d, &se);
+                fprintf(f, "\t%.4f\t%.4f", d, se);
+            } else {
+                fprintf(f, "\tNaN\tNaN");
+            }
         }
         if (k->nll_n) {
             const double nll = k->nll / (double)k->nll_n;
             fprintf(f, "\t%.6f\t%.6f", nll, nll - full_nll);
+        } else {
+            fprintf(f, "\tNaN\tNaN");
+        }
+        if (k->nll_n && ref && ref->nll_n) {
+            double d = 0.0, se = 0.0;
+            paired_nll(k, ref, o->nll_samples, &d, &se);
+            fprintf(f, "\t%.6f\t%.6f", d, se);
         } else {
             fprintf(f, "\tNaN\tNaN");
         }
@@ -184,20 +226,10 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
             const double v = k->nll_n ? k->nll / (double)k->nll_n : 0.0;
             printf(" %8.4f %+8.4f", v, v - full_nll);
             if (ref && ref != k) {
-                /* paired over the windows: each window's NLL per byte */
-                const uint32_t nw = o->nll_samples;
-                const double per = (double)k->nll_n / nw;
-                double sd = 0.0, s2 = 0.0;
-                for (uint32_t i = 0; i < nw; i++) {
-                    const double d = (k->nll_w[i] - ref->nll_w[i]) / per;
-                    sd += d;
-                    s2 += d * d;
-                }
-                const double mean = sd / nw;
-                const double var = nw > 1 ? (s2 - nw * mean * mean) / (nw - 1) : 0.0;
+                double d = 0.0, se = 0.0;
+                paired_nll(k, ref, o->nll_samples, &d, &se);
                 char t[32];
-                snprintf(t, sizeof t, "%+.4f+-%.4f", mean,
-                         sqrt(var > 0.0 ? var : 0.0) / sqrt((double)nw));
+                snprintf(t, sizeof t, "%+.4f+-%.4f", d, se);
                 printf(" %17s ", t);
             } else {
                 printf(" %17s ", "");
@@ -208,7 +240,7 @@ int eval_report(const eval_opts *o, const pkm_model *m, const eval_row *rows,
         printf("\n");
     }
     if (o->detail) detail(o, m, rows, n_rows, ps);
-    if (o->tsv && write_tsv(o, m, rows, n_rows, n_q, full_nll) != 0) {
+    if (o->tsv && write_tsv(o, m, rows, n_rows, ps, n_q, full_nll) != 0) {
         fprintf(stderr, "model_eval: cannot write %s\n", o->tsv);
         return -1;
     }
