@@ -322,7 +322,7 @@ RECIPES = {
     "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
         (256, 16, 0.8, 200_000, 2_000_000),
         (512, 8, 0.8, 0, 10**12)],
-        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=3_000_000,
+        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=10_000_000,
         cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
 }
