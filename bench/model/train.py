@@ -287,11 +287,13 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
 # answer_ok after at least its min tokens, or at its max tokens: copying
 # forms cheaply at short context, then the context grows. The phase, its
 # token count and the running mean are in the checkpoint, so a resumed run
-# takes the same path. The end of the run: in the last phase, after
-# cool_start tokens the learning rate falls linearly from the cosine's
-# value to lr_min over cool_len tokens, and the run ends there (m1: at the
-# cosine's 1.8e-3 the pass-key accuracy swung between 0.78 and 1.0 from one
-# evaluation to the next; the cool-down settles it).
+# takes the same path. The end of the run: in the last phase, once it has
+# run cool_start tokens and the running answer loss is below answer_ok, the
+# learning rate falls linearly from the cosine's value to lr_min over
+# cool_len tokens, and the run ends there (m1: at the cosine's 1.8e-3 the
+# pass-key accuracy swung between 0.78 and 1.0 from one evaluation to the
+# next; the cool-down settles it; its answer loss was far below answer_ok
+# by then, so it cooled from cool_start exactly).
 RECIPES = {
     "m1": dict(config=CONFIG_M1, tasks=None, phases=[
         (128, 16, 0.6, 600_000, 5_000_000),
@@ -342,15 +344,23 @@ def lr_at(r, step, tokens, cur):
         return r["lr_max"] * (step + 1) / WARMUP
     f = min(1.0, tokens / r["horizon"])
     lr = r["lr_min"] + 0.5 * (r["lr_max"] - r["lr_min"]) * (1 + math.cos(math.pi * f))
-    if cur["phase"] == len(r["phases"]) - 1 and cur["phase_tokens"] >= r["cool_start"]:
-        c = min(1.0, (cur["phase_tokens"] - r["cool_start"]) / r["cool_len"])
+    if "cool_from" in cur:
+        c = min(1.0, (cur["phase_tokens"] - cur["cool_from"]) / r["cool_len"])
         lr = lr * (1.0 - c) + r["lr_min"] * c
     return lr
 
 
+def cool_down_starts(r, cur):
+    """Whether the cool-down begins now: the last phase, cool_start tokens
+    into it, the running answer loss below answer_ok, not begun yet."""
+    return ("cool_from" not in cur and cur["phase"] == len(r["phases"]) - 1
+            and cur["phase_tokens"] >= r["cool_start"]
+            and cur["answer_ema"] < r["answer_ok"])
+
+
 def finished(r, cur):
-    return (cur["phase"] == len(r["phases"]) - 1
-            and cur["phase_tokens"] >= r["cool_start"] + r["cool_len"])
+    return ("cool_from" in cur
+            and cur["phase_tokens"] >= cur["cool_from"] + r["cool_len"])
 
 
 @torch.no_grad()
@@ -538,6 +548,10 @@ def main():
                   file=logf, flush=True)
             log_eval(logf, model, r, held, step, tokens, T)
             cur = dict(cur, phase=cur["phase"] + 1, phase_tokens=0)
+        if cool_down_starts(r, cur):
+            cur["cool_from"] = cur["phase_tokens"]
+            print(f"# cool-down from step {step}, {tokens} tokens: answer loss "
+                  f"{cur['answer_ema']:.3f}", file=logf, flush=True)
         if step % 20 == 0:
             now = time.time()
             print(f"{step} {tokens} {now - t_start:.0f} {T} {lr:.2e} "

@@ -104,6 +104,30 @@ def test_phases_default_span_and_recipes_fit():
     assert m2["n_heads"] == 4 * m2["n_kv_heads"] and m2["max_ctx"] >= 1024
 
 
+def test_cool_down_waits_for_the_answers():
+    """The last phase cools only once its answer loss is below answer_ok:
+    a run whose copy has not formed keeps the cosine's rate and goes on."""
+    r = dict(train.RECIPES["m1t"])
+    last = len(r["phases"]) - 1
+    cur = dict(phase=last, phase_tokens=r["cool_start"] + 10 * r["cool_len"],
+               answer_ema=1.5)
+    cosine = train.lr_at(r, 10_000, 3_000_000, cur)
+    assert not train.cool_down_starts(r, cur) and not train.finished(r, cur)
+    assert cosine > 5 * r["lr_min"]
+    cur["answer_ema"] = r["answer_ok"] / 2
+    assert train.cool_down_starts(r, cur)
+    cur["cool_from"] = cur["phase_tokens"]
+    assert not train.cool_down_starts(r, cur)
+    assert train.lr_at(r, 10_000, 3_000_000, cur) == pytest.approx(cosine)
+    cur["phase_tokens"] += r["cool_len"] // 2
+    half = train.lr_at(r, 10_000, 3_000_000, cur)
+    assert r["lr_min"] < half < cosine and not train.finished(r, cur)
+    cur["phase_tokens"] += r["cool_len"] // 2
+    assert train.finished(r, cur)
+    # an earlier phase never cools, whatever its answer loss
+    assert not train.cool_down_starts(r, dict(cur, phase=0, answer_ema=0.0))
+
+
 def test_weights_file_round_trip(tmp_path):
     torch.manual_seed(1)
     m = train.Model(SMALL).eval()
