@@ -314,7 +314,7 @@ RECIPES = {
         (128, 32, 0.9, 0, 3_000_000, 1024),
         (384, 10, 0.9, 300_000, 3_000_000, 1024),
         (1024, 2, 0.7, 0, 10**12)],
-        answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=10_000_000,
+        answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=40_000, cool_len=60_000, recompute_from=2048,
         eval_n=8, eval_every=2400.0),
     # m1t: m1 taught the task suite. It starts from m1's trained weights
