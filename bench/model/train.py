@@ -61,7 +61,7 @@ CONFIG_M1 = dict(
 # The second model: deeper, Llama-style grouped heads (4 query heads per KV
 # head, 4 KV heads), 1024 positions. The CPU sets the context: attention
 # over 16 query heads dominates the cost (measured with --bench on two
-# cores: 602 tokens/s at 128 positions, 322 at 256, 79 at 1024), so 2048
+# cores: 877 tokens/s at 128 positions, 401 at 256, 114 at 1024), so 2048
 # positions would not train within a session. head_dim 16 keeps it at
 # that; the rope base 10000 gives the slowest pair a wavelength of
 # 2 pi 10000^(14/16) = 20,000 positions, twenty times the context.
