@@ -311,7 +311,7 @@ RECIPES = {
     # step keep the saved attention at ~5 GB, no recompute).
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
         (256, 16, 0.7, 1_500_000, 2_600_000),
-        (128, 32, 0.9, 0, 3_000_000, 1024),
+        (128, 32, 0.9, 0, 8_000_000, 1024),
         (384, 10, 0.9, 300_000, 3_000_000, 1024),
         (1024, 2, 0.7, 0, 10**12)],
         answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=20_000_000,
