@@ -282,8 +282,8 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
 
 # A recipe: the shape, the curriculum and the learning rate of one model.
 # The curriculum: (context, batch size, task fraction, min tokens, max
-# tokens[, position span]) per phase. A phase ends when the running answer loss (an
-# exponential mean over ~50 steps of the answer bytes' loss) is below
+# tokens[, position span]) per phase. A phase ends when the running answer
+# loss (an exponential mean over ~50 steps of the answer bytes' loss) is below
 # answer_ok after at least its min tokens, or at its max tokens: copying
 # forms cheaply at short context, then the context grows. The phase, its
 # token count and the running mean are in the checkpoint, so a resumed run
@@ -307,8 +307,9 @@ RECIPES = {
     # chance); the next ones are task-heavy, at short windows whose
     # positions skip over the full 1024 (make_batch's span): the needle
     # alone at 128, then all five tasks at 384 (multiq needs 362 bytes);
-    # then a short cool-down at the real 1024 positions (two sequences a
-    # step keep the saved attention at ~5 GB, no recompute).
+    # then the real 1024 positions until the answers hold there, and a
+    # short cool-down (two sequences a step keep the saved attention at
+    # ~5 GB, no recompute).
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
         (256, 16, 0.7, 1_500_000, 2_600_000),
         (128, 32, 0.9, 0, 8_000_000, 1024),
