@@ -234,7 +234,7 @@ def passkey_sample(rng, text, T, depth=None, key=None):
 
 
 def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
-               span=None):
+               span=None, task_weights=None, drawn=None):
     """B sequences of T+1 bytes: with probability p_needle a task sequence
     (m1: the pass key; m2: a task drawn uniformly from task_names among
     those that fit T), else plain text. Returns inputs, targets, the
@@ -247,7 +247,11 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
     text), J uniform in [0, span - T]. Each piece stays contiguous, so the
     text reads as it would; a question after the cut sees its needles up
     to span - 1 positions back, as in a span-long context, at the cost of a
-    T-long one."""
+    T-long one.
+
+    task_weights ({task: weight}) draws a task in proportion to its weight
+    among those that fit instead of uniformly; drawn (a list) receives each
+    sequence's task, None for text."""
     xs, ws, ps = [], [], []
     skip = span is not None and span > T
     for _ in range(B):
@@ -257,15 +261,25 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
             if task_names is None:
                 seq, a = passkey_sample(rng, text, T)
                 spans = [(a, a + 5)]
+                if drawn is not None:
+                    drawn.append("passkey")
             else:
                 fit = [t for t in task_names if tasks.fits(t, T)]
-                seq, spans, tail = tasks.sample_tail(rng, text, rng.choice(fit), T)
+                if task_weights is None:
+                    task = rng.choice(fit)
+                else:
+                    task = rng.choices(fit, [task_weights[t] for t in fit])[0]
+                seq, spans, tail = tasks.sample_tail(rng, text, task, T)
+                if drawn is not None:
+                    drawn.append(task)
             # targets are seq[1:], so the target index of byte a is a-1
             for a, e in spans:
                 w[a - 1:e - 1] = answer_weight
         else:
             s = rng.randrange(len(text) - T - 2)
             seq = text[s:s + T + 1]
+            if drawn is not None:
+                drawn.append(None)
         xs.append(np.frombuffer(seq, dtype=np.uint8))
         ws.append(w)
         if skip:
@@ -314,22 +328,34 @@ RECIPES = {
         (256, 16, 0.7, 1_500_000, 2_600_000),
         (128, 32, 0.9, 0, 8_000_000, 1024),
         (384, 10, 0.9, 300_000, 3_000_000, 1024),
-        (1024, 2, 0.7, 0, 10**12)],
+        (1024, 2, 0.7, 0, 10**12)], adaptive_from=2,
         answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=40_000, cool_len=60_000, recompute_from=2048,
         eval_n=8, eval_every=2400.0),
     # m1t: m1 taught the task suite. It starts from m1's trained weights
     # (--init, the m1 weights file) with a fresh optimizer: the copy is
     # there already, the formats are new; four tasks fit 256 positions,
-    # multiq joins at 512.
+    # multiq joins at 512. Its second phase ran 2.4 M tokens at 512 with
+    # the tasks drawn uniformly: the needle at 100 %, the others at 0-6 %
+    # (multikey's first digit wrong, vartrack at chance); the third goes
+    # back to 256 positions skipping over 512, tasks drawn by their loss,
+    # until the answers hold, then 512 again (multiq).
     "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
         (256, 16, 0.8, 200_000, 2_000_000),
-        (512, 8, 0.8, 0, 10**12)],
+        (512, 8, 0.8, 0, 2_400_000),
+        (256, 16, 0.9, 0, 8_000_000, 512),
+        (512, 8, 0.8, 0, 10**12)], adaptive_from=2,
         answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=10_000_000,
         cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
 }
 ANSWER_EMA = 0.02
+# From a recipe's phase adaptive_from on, a task sequence's task is drawn in
+# proportion to its running answer loss (TASK_EMA per sequence of it) plus
+# TASK_FLOOR: the tasks not yet learnt get the samples, the learnt ones
+# enough to stay learnt.
+TASK_EMA = 0.05
+TASK_FLOOR = 0.1
 ANSWER_WEIGHT = 8.0
 WARMUP = 200
 
@@ -349,6 +375,27 @@ def lr_at(r, step, tokens, cur):
         c = min(1.0, (cur["phase_tokens"] - cur["cool_from"]) / r["cool_len"])
         lr = lr * (1.0 - c) + r["lr_min"] * c
     return lr
+
+
+def task_weights(r, cur):
+    """{task: draw weight} in the current phase, None for a uniform draw."""
+    if not r["tasks"] or cur["phase"] < r.get("adaptive_from", 1 << 30):
+        return None
+    ema = cur.setdefault("task_ema", {})
+    return {t: ema.get(t, math.log(10.0)) + TASK_FLOOR for t in r["tasks"]}
+
+
+def update_task_ema(cur, drawn, ce, w):
+    """Each task sequence's mean answer loss moves its task's running mean
+    (ce and w: the batch's per-target losses and weights, B x T)."""
+    ema = cur.setdefault("task_ema", {})
+    for i, t in enumerate(drawn):
+        if t is None:
+            continue
+        a = w[i] > 1
+        if a.any():
+            e = ema.get(t, math.log(10.0))
+            ema[t] = e + TASK_EMA * (ce[i][a].mean().item() - e)
 
 
 def cool_down_starts(r, cur):
@@ -528,10 +575,13 @@ def main():
     acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, time.time()
     while tokens < args.max_tokens and not finished(r, cur):
         T, B, pn, p_min, p_max, span = phase_of(phases[cur["phase"]])
+        drawn = []
         x, y, w, pos = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT,
-                                  r["tasks"], span)
+                                  r["tasks"], span, task_weights(r, cur), drawn)
         lr = lr_at(r, step, tokens, cur)
         ce, w = train_step(x, y, w, pos, lr)
+        if r["tasks"]:
+            update_task_ema(cur, drawn, ce.view(B, T), w.view(B, T))
         step += 1
         tokens += B * T
         acc_tok += B * T
@@ -560,6 +610,10 @@ def main():
                   f"{acc_tok / (now - t_win):.0f}", file=logf, flush=True)
             acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, now
         if time.time() - t_ck > args.ckpt_every:
+            if "task_ema" in cur:
+                print("# task answer loss " + " ".join(
+                    f"{t} {v:.3f}" for t, v in sorted(cur["task_ema"].items())),
+                    file=logf, flush=True)
             if time.time() - t_ev > args.eval_every:
                 log_eval(logf, model, r, held, step, tokens, T)
                 t_ev = time.time()

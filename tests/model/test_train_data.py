@@ -1,6 +1,6 @@
 """The training side of bench/model (train.py, tasks.py, export.py) where a
 silent mistake would cost a training run: the position skips of
-make_batch, the model's position ids, the recipes' phases and the weights
+make_batch, its task draw, the model's position ids, the recipes' phases and the weights
 file's reader. Run by ctest (test_model_train_data); skipped without torch.
 No KJV text is needed: the haystack here is a synthetic one."""
 import os
@@ -70,6 +70,38 @@ def test_position_skips_keep_two_contiguous_pieces():
     b = train.make_batch(r2, TEXT, 8, 128, 0.5, 8.0, tasks.TASKS)
     assert a[3] is None and b[3] is None
     assert bool((a[0] == b[0]).all()) and bool((a[2] == b[2]).all())
+
+
+def test_tasks_drawn_by_their_running_loss():
+    """task_weights draws in proportion to the weights among the tasks that
+    fit; drawn names each sequence's task; the running losses move toward
+    each drawn task's answer loss, and only from adaptive_from on."""
+    rng = random.Random(3)
+    weights = {t: 0.01 for t in tasks.TASKS}
+    weights["vartrack"] = 10.0
+    drawn = []
+    x, y, w, pos = train.make_batch(rng, TEXT, 200, 256, 0.5, 8.0, tasks.TASKS,
+                                    None, weights, drawn)
+    assert len(drawn) == 200
+    n_task = sum(t is not None for t in drawn)
+    assert 60 < n_task < 140
+    assert "multiq" not in drawn  # does not fit 256
+    assert drawn.count("vartrack") > 0.9 * n_task
+    for i, t in enumerate(drawn):  # text rows carry no answer weight
+        assert bool((w[i] > 1).any()) == (t is not None)
+    r = train.RECIPES["m1t"]
+    assert train.task_weights(r, dict(phase=r["adaptive_from"] - 1)) is None
+    assert train.task_weights(train.RECIPES["m1"], dict(phase=2)) is None
+    cur = dict(phase=r["adaptive_from"])
+    tw = train.task_weights(r, cur)
+    assert set(tw) == set(tasks.TASKS) and len(set(tw.values())) == 1
+    ce = torch.zeros(3, 8)
+    wt = torch.ones(3, 8)
+    ce[0, 2:4], wt[0, 2:4] = 5.0, 8.0   # a vartrack answer at loss 5
+    ce[1, 5], wt[1, 5] = 0.0, 8.0       # a needle answer at loss 0
+    train.update_task_ema(cur, ["vartrack", "needle", None], ce, wt)
+    tw = train.task_weights(r, cur)
+    assert tw["vartrack"] > tw["multikey"] > tw["needle"] > 0
 
 
 def test_position_ids_are_what_the_runtime_computes():
