@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import train  # noqa: E402  (the model definition)
+import net  # noqa: E402  (the model definition)
+import train  # noqa: E402  (the recipes and the text)
 
 MAGIC = b"PKVM"
 VERSION = 1
@@ -88,7 +89,7 @@ def read_weights(path):
     c = dict(vocab=u[0], dim=u[1], n_layers=u[2], n_heads=u[3], n_kv_heads=u[4],
              head_dim=u[5], ffn_dim=u[6], max_ctx=u[7], rope_theta=float(theta),
              norm_eps=float(eps))
-    shapes = train.Model(c).state_dict()
+    shapes = net.Model(c).state_dict()
     sd, off = {}, 64
     for name, t in tensors_in_order(shapes, c):
         n = t.numel()
@@ -128,7 +129,7 @@ def main():
     torch.set_num_threads(1)
     if args.random:
         torch.manual_seed(7)
-        model = train.Model(train.RECIPES[args.random]["config"])
+        model = net.Model(train.RECIPES[args.random]["config"])
         with torch.no_grad():
             for n, t in model.named_parameters():
                 if n.endswith("norm.weight"):
@@ -140,7 +141,7 @@ def main():
         st = dict(step=0, tokens=0)
     else:
         st = torch.load(args.ckpt)
-        model = train.Model(st["config"])
+        model = net.Model(st["config"])
         model.load_state_dict(st["model"])
         # a run started from another's weights (--init) counts them too
         st = dict(st, step=st["step"] + st.get("init_step", 0),

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The torch press on the project's own model (bench/model, docs/model.md):
 loads the committed weights (bench/model/data/model.pkvm) into the torch
-module of bench/model/train.py, runs pass-key prompts built exactly as
+module of bench/model/net.py, runs pass-key prompts built exactly as
 model_eval builds them, compresses the prompt's cache with
 pyramidkv.press.KVPress and decodes the key greedily with the press's step.
 
@@ -31,7 +31,7 @@ MODEL_DIR = os.path.join(HERE, os.pardir, "model")
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, MODEL_DIR)
 import export  # noqa: E402  (the weights file's reader)
-import train  # noqa: E402  (the model definition)
+import net  # noqa: E402  (the model definition)
 
 from pyramidkv.press import KVPress  # noqa: E402
 
@@ -53,10 +53,10 @@ METHODS = {
 
 
 def load_pkvm(path):
-    """The weights file of docs/model.md into train.Model (export.py's
+    """The weights file of docs/model.md into net.Model (export.py's
     reader), in eval mode."""
     c, sd, _, _ = export.read_weights(path)
-    m = train.Model(c)
+    m = net.Model(c)
     m.load_state_dict(sd)
     m.eval()
     return m
@@ -68,8 +68,8 @@ def _qkv(b, x, cos, sin):
     q = b.wq(hx).view(B, T, b.h, b.hd).transpose(1, 2)
     k = b.wk(hx).view(B, T, b.kv, b.hd).transpose(1, 2)
     v = b.wv(hx).view(B, T, b.kv, b.hd).transpose(1, 2)
-    q = train.apply_rope(q * (1.0 / math.sqrt(b.hd)), cos, sin)
-    k = train.apply_rope(k, cos, sin)
+    q = net.apply_rope(q * (1.0 / math.sqrt(b.hd)), cos, sin)
+    k = net.apply_rope(k, cos, sin)
     return q, k, v
 
 
