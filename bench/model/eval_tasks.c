@@ -24,7 +24,7 @@ static const char KEY_Q[] = "\nWhat is the key of %s? The key of %s is ";
 static const char VAL_NEEDLE[] = " A value of %s is %s. ";
 static const char VAL_Q[] =
     "\nWhat are the values of %s? The values of %s are ";
-static const char VAR_VALUE[] = " VAR %s = %s. ";
+static const char VAR_VALUE[] = " COPY %s TO %s. "; /* source, name */
 static const char VAR_Q[] = "\nWhich variables hold %s? They are ";
 
 #define N_KEYS 4
@@ -116,11 +116,11 @@ static void make_draw(int task, uint64_t *rng, draw *d)
         do key5(rng, key[1]); while (!strcmp(key[0], key[1]));
         char chain[2][CHAIN][48];
         for (int c = 0; c < 2; c++) {
-            snprintf(chain[c][0], sizeof chain[c][0], VAR_VALUE,
-                     nm[c * CHAIN], key[c]);
+            snprintf(chain[c][0], sizeof chain[c][0], VAR_VALUE, key[c],
+                     nm[c * CHAIN]);
             for (int i = 1; i < CHAIN; i++) /* VAR_COPY: the same shape */
                 snprintf(chain[c][i], sizeof chain[c][i], VAR_VALUE,
-                         nm[c * CHAIN + i], nm[c * CHAIN + i - 1]);
+                         nm[c * CHAIN + i - 1], nm[c * CHAIN + i]);
         }
         /* a random merge that keeps each chain in order */
         for (int a = 0, b = 0; a < CHAIN || b < CHAIN;) {

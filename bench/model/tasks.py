@@ -19,8 +19,8 @@ and "." (training) or by nothing (evaluation, the answer is scored):
   multivalue 4 needles " A value of abcde is 12345. " (one name);
              Q "\\nWhat are the values of abcde? The values of abcde are "
              A "11111 22222 33333 44444" (order of appearance)
-  vartrack   two chains " VAR ABCDE = 12345. " " VAR FGHIJ = ABCDE. "
-             " VAR KLMNO = FGHIJ. " interleaved, in chain order;
+  vartrack   two chains " COPY 12345 TO ABCDE. " " COPY ABCDE TO FGHIJ. "
+             " COPY FGHIJ TO KLMNO. " interleaved, in chain order;
              Q "\\nWhich variables hold 12345? They are "  A "ABCDE FGHIJ KLMNO"
   multiq     the multikey context, then all four keys asked in turn (a random
              order): Q1 A1 "." Q2 A2 "." ... from one context
@@ -35,8 +35,10 @@ KEY_NEEDLE = " The key of {n} is {k}. "
 KEY_Q = "\nWhat is the key of {n}? The key of {n} is "
 VAL_NEEDLE = " A value of {n} is {k}. "
 VAL_Q = "\nWhat are the values of {n}? The values of {n} are "
-VAR_VALUE = " VAR {n} = {k}. "
-VAR_COPY = " VAR {n} = {m}. "
+# source first: each name of the answer follows what precedes it (the value,
+# then the name before it) by one forward lookup; docs/quality.md says why
+VAR_VALUE = " COPY {k} TO {n}. "
+VAR_COPY = " COPY {m} TO {n}. "
 VAR_Q = "\nWhich variables hold {k}? They are "
 N_KEYS = 4
 CHAIN = 3

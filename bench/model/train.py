@@ -189,13 +189,15 @@ RECIPES = {
     # the tasks drawn uniformly: the needle at 100 %, the others at 0-6 %
     # (multikey's first digit wrong, vartrack at chance); the third goes
     # back to 256 positions skipping over 512, tasks drawn by their loss,
-    # until the answers hold, then 512 again (multiq).
+    # until the answers hold, then 512 again (multiq). The cosine's horizon
+    # was 10 M tokens until 7.3 M (the rate had fallen to 2.7e-4 with
+    # vartrack still at chance); 20 M from there, a restart at 7.2e-4.
     "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
         (256, 16, 0.8, 200_000, 2_000_000),
         (512, 8, 0.8, 0, 2_400_000),
         (256, 16, 0.9, 0, 8_000_000, 512),
         (512, 8, 0.8, 0, 10**12)], adaptive_from=2,
-        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=10_000_000,
+        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
 }

@@ -117,7 +117,7 @@ def check(task, ctx, qa, what):
         held = {}
         chains = []
         for m in ndl:  # each assignment extends the chain of its source
-            n, v = m.groups()
+            n, v = m.group("n"), m.group("k")
             if v.isdigit():
                 chains.append([v, n])
             else:
