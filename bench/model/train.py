@@ -5,8 +5,8 @@ What this file owns: the recipes (shape, curriculum, learning rate;
 --model m1, m1t or m2; the model itself is net.py), the training data
 (English text from Debian's bible-kjv package mixed with synthetic
 retrieval tasks: m1 the pass key only, m1t and m2 the five tasks of
-tasks.py), and resumable training with periodic checkpoints. docs/model.md gives the
-commands and the runs.
+tasks.py), and resumable training with periodic checkpoints.
+docs/model.md gives the commands and the runs.
 
 Data: `apt-get install bible-kjv` (pulls bible-kjv-text); the text is dumped
 once with `/usr/bin/bible -f gen1:1-rev22:21` (31,102 verses, 4.4 MB). The
