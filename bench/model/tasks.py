@@ -24,10 +24,17 @@ and "." (training) or by nothing (evaluation, the answer is scored):
              Q "\\nWhich variables hold 12345? They are "  A "ABCDE FGHIJ KLMNO"
   multiq     the multikey context, then all four keys asked in turn (a random
              order): Q1 A1 "." Q2 A2 "." ... from one context
+
+Training only (never evaluated): letterkey, the needle's layout with a key
+of 5 upper-case letters. A model whose copy formed on digit keys does not
+copy letters (m1t after 13 M tokens: 7.6 to 3.2 nats on a letter key's
+bytes in the needle's own frame, 0.01 on digits), and vartrack's answers
+are letters.
 """
 import string
 
 TASKS = ("needle", "multikey", "multivalue", "vartrack", "multiq")
+LETTER_KEY = "letterkey"
 
 PASS_NEEDLE = " The pass key is {k}. Remember it. "
 PASS_Q = "\nWhat is the pass key? The pass key is "
@@ -59,8 +66,9 @@ def _names(rng, n, letters):
 
 def _needles(rng, task):
     """(needles in context order, [(question, answer)])."""
-    if task == "needle":
-        k = _key(rng)
+    if task in ("needle", LETTER_KEY):
+        k = (_key(rng) if task == "needle" else
+             _names(rng, 1, string.ascii_uppercase)[0])
         return [PASS_NEEDLE.format(k=k)], [(PASS_Q, k)]
     if task in ("multikey", "multiq"):
         names = _names(rng, N_KEYS, string.ascii_lowercase)
@@ -102,7 +110,7 @@ def _needles(rng, task):
 
 def tail_bytes(task):
     """An upper bound on the bytes a task needs besides the haystack."""
-    return {"needle": 90, "multikey": 180, "multivalue": 220,
+    return {"needle": 90, LETTER_KEY: 90, "multikey": 180, "multivalue": 220,
             "vartrack": 200, "multiq": 330}[task]
 
 

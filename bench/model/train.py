@@ -177,13 +177,14 @@ RECIPES = {
     # cap just as the copy formed (answer loss 1.9 for 2.8 M tokens, 1.4
     # at 7 M, 1.0 at the cap, 25 % right); the third phase gives it up to
     # 4 M more, until it holds (the run had drawn ~50 steps of the five
-    # tasks at 384 before the phase was added).
+    # tasks at 384 before the phase was added). The letter key joined the
+    # draw 0.25 M tokens into the five-task phase (11.7 M).
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
         (256, 16, 0.7, 1_500_000, 2_600_000),
         (128, 32, 0.9, 0, 8_000_000, 1024),
         (128, 32, 0.9, 0, 4_000_000, 1024),
         (384, 10, 0.9, 300_000, 3_000_000, 1024),
-        (1024, 2, 0.7, 0, 10**12)], adaptive_from=3,
+        (1024, 2, 0.7, 0, 10**12)], adaptive_from=3, letters_from=3,
         answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=40_000, cool_len=60_000, recompute_from=2048,
         eval_n=8, eval_every=2400.0),
@@ -197,11 +198,15 @@ RECIPES = {
     # until the answers hold, then 512 again (multiq). The cosine's horizon
     # was 10 M tokens until 7.3 M (the rate had fallen to 2.7e-4 with
     # vartrack still at chance); 20 M from there, a restart at 7.2e-4.
+    # vartrack was in RULER's order (VAR ABCDE = 12345) until 9.0 M tokens.
+    # The letter key (tasks.py) joined the draw 0.7 M tokens into the
+    # fourth phase (13.2 M): the copy m1 formed on digits left vartrack's
+    # letters at chance.
     "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
         (256, 16, 0.8, 200_000, 2_000_000),
         (512, 8, 0.8, 0, 2_400_000),
         (256, 16, 0.9, 0, 8_000_000, 512),
-        (512, 8, 0.8, 0, 10**12)], adaptive_from=2,
+        (512, 8, 0.8, 0, 10**12)], adaptive_from=2, letters_from=3,
         answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
@@ -234,12 +239,21 @@ def lr_at(r, step, tokens, cur):
     return lr
 
 
+def phase_tasks(r, cur):
+    """The tasks drawn in the current phase: the recipe's, and from its
+    letters_from phase on tasks.LETTER_KEY (training only)."""
+    if r["tasks"] and cur["phase"] >= r.get("letters_from", 1 << 30):
+        return tuple(r["tasks"]) + (tasks.LETTER_KEY,)
+    return r["tasks"]
+
+
 def task_weights(r, cur):
     """{task: draw weight} in the current phase, None for a uniform draw."""
     if not r["tasks"] or cur["phase"] < r.get("adaptive_from", 1 << 30):
         return None
     ema = cur.setdefault("task_ema", {})
-    return {t: ema.get(t, math.log(10.0)) + TASK_FLOOR for t in r["tasks"]}
+    return {t: ema.get(t, math.log(10.0)) + TASK_FLOOR
+            for t in phase_tasks(r, cur)}
 
 
 def update_task_ema(cur, drawn, ce, w):
@@ -434,7 +448,8 @@ def main():
         T, B, pn, p_min, p_max, span = phase_of(phases[cur["phase"]])
         drawn = []
         x, y, w, pos = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT,
-                                  r["tasks"], span, task_weights(r, cur), drawn)
+                                  phase_tasks(r, cur), span,
+                                  task_weights(r, cur), drawn)
         lr = lr_at(r, step, tokens, cur)
         ce, w = train_step(x, y, w, pos, lr)
         if r["tasks"]:

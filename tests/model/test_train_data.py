@@ -104,6 +104,28 @@ def test_tasks_drawn_by_their_running_loss():
     assert tw["vartrack"] > tw["multikey"] > tw["needle"] > 0
 
 
+def test_letter_key_trains_from_its_phase():
+    """The letter key is the needle's layout with 5 upper-case letters; a
+    recipe draws it from letters_from on, never before, never in eval."""
+    rng = random.Random(4)
+    for _ in range(20):
+        seq, spans = tasks.sample(rng, TEXT, tasks.LETTER_KEY, 128)
+        (a, e), = spans
+        key = seq[a:e - 1].decode()
+        assert len(key) == 5 and key.isalpha() and key.isupper()
+        assert tasks.PASS_NEEDLE.format(k=key).encode() in seq
+        assert seq[:a].endswith(tasks.PASS_Q.encode())
+    assert tasks.LETTER_KEY not in tasks.TASKS
+    for name in ("m1t", "m2"):
+        r = train.RECIPES[name]
+        lf = r["letters_from"]
+        assert tasks.LETTER_KEY not in train.phase_tasks(r, dict(phase=lf - 1))
+        cur = dict(phase=lf)
+        assert train.phase_tasks(r, cur)[-1] == tasks.LETTER_KEY
+        assert tasks.LETTER_KEY in train.task_weights(r, cur)
+    assert train.phase_tasks(train.RECIPES["m1"], dict(phase=2)) is None
+
+
 def test_position_ids_are_what_the_runtime_computes():
     """pos = 0..T-1 gives the logits of no pos; a shifted second piece gives
     the logits of the same bytes placed that far apart (rope is relative:
