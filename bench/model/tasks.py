@@ -27,7 +27,7 @@ and "." (training) or by nothing (evaluation, the answer is scored):
 
 Training only (never evaluated): letterkey, the needle's layout with a key
 of 5 upper-case letters. A model whose copy formed on digit keys does not
-copy letters (m1t after 13 M tokens: 7.6 to 3.2 nats on a letter key's
+copy letters (m1t after 13 M tokens: 3.2 to 10 nats on a letter key's
 bytes in the needle's own frame, 0.01 on digits), and vartrack's answers
 are letters.
 """
