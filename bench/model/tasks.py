@@ -26,10 +26,13 @@ and "." (training) or by nothing (evaluation, the answer is scored):
              order): Q1 A1 "." Q2 A2 "." ... from one context
 
 Training only (never evaluated): letterkey, the needle's layout with a key
-of 5 upper-case letters. A model whose copy formed on digit keys does not
-copy letters (m1t after 13 M tokens: 3.2 to 10 nats on a letter key's
-bytes in the needle's own frame, 0.01 on digits), and vartrack's answers
-are letters.
+of LETTER_MIN to LETTER_MAX upper-case letters. A model whose copy formed
+on digit keys does not copy letters (m1t after 13 M tokens: 3.2 to 10 nats
+on a letter key's bytes in the needle's own frame, 0.01 on digits), and
+vartrack's answers are letters. The key was 5 letters until m1t's 15.4 M
+tokens: its bytes stayed at 2.5-3.2 nats through 2.3 M tokens of that
+draw, the letters after the first included (a copy from the letter before,
+not learnt); a longer key gives every sequence more such copies to learn.
 """
 import string
 
@@ -49,6 +52,7 @@ VAR_COPY = " COPY {m} TO {n}. "
 VAR_Q = "\nWhich variables hold {k}? They are "
 N_KEYS = 4
 CHAIN = 3
+LETTER_MIN, LETTER_MAX = 5, 24
 
 
 def _key(rng):
@@ -68,7 +72,8 @@ def _needles(rng, task):
     """(needles in context order, [(question, answer)])."""
     if task in ("needle", LETTER_KEY):
         k = (_key(rng) if task == "needle" else
-             _names(rng, 1, string.ascii_uppercase)[0])
+             "".join(rng.choice(string.ascii_uppercase) for _ in
+                     range(rng.randint(LETTER_MIN, LETTER_MAX))))
         return [PASS_NEEDLE.format(k=k)], [(PASS_Q, k)]
     if task in ("multikey", "multiq"):
         names = _names(rng, N_KEYS, string.ascii_lowercase)
@@ -110,7 +115,8 @@ def _needles(rng, task):
 
 def tail_bytes(task):
     """An upper bound on the bytes a task needs besides the haystack."""
-    return {"needle": 90, LETTER_KEY: 90, "multikey": 180, "multivalue": 220,
+    return {"needle": 90, LETTER_KEY: 90 + 2 * (LETTER_MAX - 5),
+            "multikey": 180, "multivalue": 220,
             "vartrack": 200, "multiq": 330}[task]
 
 

@@ -178,7 +178,8 @@ RECIPES = {
     # at 7 M, 1.0 at the cap, 25 % right); the third phase gives it up to
     # 4 M more, until it holds (the run had drawn ~50 steps of the five
     # tasks at 384 before the phase was added). The letter key joined the
-    # draw 0.25 M tokens into the five-task phase (11.7 M).
+    # draw 0.25 M tokens into the five-task phase (11.7 M); its keys were
+    # 5 letters until 12.2 M tokens, 5 to 24 from there.
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
         (256, 16, 0.7, 1_500_000, 2_600_000),
         (128, 32, 0.9, 0, 8_000_000, 1024),
@@ -201,7 +202,8 @@ RECIPES = {
     # vartrack was in RULER's order (VAR ABCDE = 12345) until 9.0 M tokens.
     # The letter key (tasks.py) joined the draw 0.7 M tokens into the
     # fourth phase (13.2 M): the copy m1 formed on digits left vartrack's
-    # letters at chance.
+    # letters at chance. Its keys were 5 letters until 15.3 M tokens (still
+    # 2.5-3.2 nats a letter), 5 to 24 from there.
     "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
         (256, 16, 0.8, 200_000, 2_000_000),
         (512, 8, 0.8, 0, 2_400_000),
@@ -212,6 +214,8 @@ RECIPES = {
         eval_n=16, eval_every=1200.0),
 }
 ANSWER_EMA = 0.02
+# Every running answer loss starts at a uniform guess among ten bytes.
+START_LOSS = math.log(10.0)
 # From a recipe's phase adaptive_from on, a task sequence's task is drawn in
 # proportion to its running answer loss (TASK_EMA per sequence of it) plus
 # TASK_FLOOR: the tasks not yet learnt get the samples, the learnt ones
@@ -251,8 +255,8 @@ def task_weights(r, cur):
     """{task: draw weight} in the current phase, None for a uniform draw."""
     if not r["tasks"] or cur["phase"] < r.get("adaptive_from", 1 << 30):
         return None
-    ema = cur.setdefault("task_ema", {})
-    return {t: ema.get(t, math.log(10.0)) + TASK_FLOOR
+    ema = cur.get("task_ema", {})
+    return {t: ema.get(t, START_LOSS) + TASK_FLOOR
             for t in phase_tasks(r, cur)}
 
 
@@ -265,7 +269,7 @@ def update_task_ema(cur, drawn, ce, w):
             continue
         a = w[i] > 1
         if a.any():
-            e = ema.get(t, math.log(10.0))
+            e = ema.get(t, START_LOSS)
             ema[t] = e + TASK_EMA * (ce[i][a].mean().item() - e)
 
 
@@ -407,7 +411,7 @@ def main():
     ck = os.path.join(args.ckpt_dir, "last.pt")
     logf = open(os.path.join(args.ckpt_dir, "train.log"), "a")
     step, tokens, elapsed = 0, 0, 0.0
-    cur = dict(phase=0, phase_tokens=0, answer_ema=math.log(10.0))
+    cur = dict(phase=0, phase_tokens=0, answer_ema=START_LOSS)
     init_meta = {}
     if os.path.exists(ck):
         st = torch.load(ck, map_location=args.device)

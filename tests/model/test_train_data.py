@@ -105,16 +105,21 @@ def test_tasks_drawn_by_their_running_loss():
 
 
 def test_letter_key_trains_from_its_phase():
-    """The letter key is the needle's layout with 5 upper-case letters; a
-    recipe draws it from letters_from on, never before, never in eval."""
+    """The letter key is the needle's layout with LETTER_MIN to LETTER_MAX
+    upper-case letters; a recipe draws it from letters_from on, never
+    before, never in eval."""
     rng = random.Random(4)
-    for _ in range(20):
-        seq, spans = tasks.sample(rng, TEXT, tasks.LETTER_KEY, 128)
+    lengths = set()
+    for _ in range(200):
+        seq, spans = tasks.sample(rng, TEXT, tasks.LETTER_KEY, 256)
         (a, e), = spans
         key = seq[a:e - 1].decode()
-        assert len(key) == 5 and key.isalpha() and key.isupper()
+        lengths.add(len(key))
+        assert key.isalpha() and key.isupper()
         assert tasks.PASS_NEEDLE.format(k=key).encode() in seq
         assert seq[:a].endswith(tasks.PASS_Q.encode())
+    assert lengths == set(range(tasks.LETTER_MIN, tasks.LETTER_MAX + 1))
+    assert tasks.fits(tasks.LETTER_KEY, 256)
     assert tasks.LETTER_KEY not in tasks.TASKS
     for name in ("m1t", "m2"):
         r = train.RECIPES[name]
