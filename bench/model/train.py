@@ -198,7 +198,9 @@ RECIPES = {
     # back to 256 positions skipping over 512, tasks drawn by their loss,
     # until the answers hold, then 512 again (multiq). The cosine's horizon
     # was 10 M tokens until 7.3 M (the rate had fallen to 2.7e-4 with
-    # vartrack still at chance); 20 M from there, a restart at 7.2e-4.
+    # vartrack still at chance); 20 M from there, a restart at 7.2e-4;
+    # 30 M from 16.6 M tokens (rate 1.8e-4 -> 4.8e-4), the letter copy not
+    # formed yet.
     # vartrack was in RULER's order (VAR ABCDE = 12345) until 9.0 M tokens.
     # The letter key (tasks.py) joined the draw 0.7 M tokens into the
     # fourth phase (13.2 M): the copy m1 formed on digits left vartrack's
@@ -209,7 +211,7 @@ RECIPES = {
         (512, 8, 0.8, 0, 2_400_000),
         (256, 16, 0.9, 0, 8_000_000, 512),
         (512, 8, 0.8, 0, 10**12)], adaptive_from=2, letters_from=3,
-        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=20_000_000,
+        answer_ok=0.15, lr_max=1e-3, lr_min=1e-4, horizon=30_000_000,
         cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
 }
