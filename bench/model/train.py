@@ -179,12 +179,15 @@ RECIPES = {
     # 4 M more, until it holds (the run had drawn ~50 steps of the five
     # tasks at 384 before the phase was added). The letter key joined the
     # draw 0.25 M tokens into the five-task phase (11.7 M); its keys were
-    # 5 letters until 12.2 M tokens, 5 to 24 from there.
+    # 5 letters until 12.2 M tokens, 5 to 24 from there. The five-task
+    # phase's cap was 3 M tokens until 13.0 M (1.6 M into it: answer
+    # losses 1.5-1.7 on multikey, multivalue and multiq, 2.7 on vartrack);
+    # 10 M from there, at ~3x the tokens/s of the real 1024.
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
         (256, 16, 0.7, 1_500_000, 2_600_000),
         (128, 32, 0.9, 0, 8_000_000, 1024),
         (128, 32, 0.9, 0, 4_000_000, 1024),
-        (384, 10, 0.9, 300_000, 3_000_000, 1024),
+        (384, 10, 0.9, 300_000, 10_000_000, 1024),
         (1024, 2, 0.7, 0, 10**12)], adaptive_from=3, letters_from=3,
         answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=40_000, cool_len=60_000, recompute_from=2048,
