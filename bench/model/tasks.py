@@ -29,8 +29,8 @@ Training only (never evaluated): letterkey, the needle's layout with a key
 of LETTER_MIN to LETTER_MAX upper-case letters. A model whose copy formed
 on digit keys does not copy letters (m1t after 13 M tokens: 3.2 to 10 nats
 on a letter key's bytes in the needle's own frame, 0.01 on digits), and
-vartrack's answers are letters. The key was 5 letters until m1t's 15.4 M
-tokens: its bytes stayed at 2.5-3.2 nats through 2.3 M tokens of that
+vartrack's answers are letters. The key was 5 letters until m1t's 15.3 M
+tokens: its bytes stayed at 2.5-3.2 nats through 2.2 M tokens of that
 draw, the letters after the first included (a copy from the letter before,
 not learnt); a longer key gives every sequence more such copies to learn.
 """
