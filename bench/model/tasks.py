@@ -59,10 +59,14 @@ def _key(rng):
     return "%05d" % rng.randrange(100000)
 
 
+def _word(rng, letters, n):
+    return "".join(rng.choice(letters) for _ in range(n))
+
+
 def _names(rng, n, letters):
     out = []
     while len(out) < n:
-        s = "".join(rng.choice(letters) for _ in range(5))
+        s = _word(rng, letters, 5)
         if s not in out:
             out.append(s)
     return out
@@ -72,8 +76,8 @@ def _needles(rng, task):
     """(needles in context order, [(question, answer)])."""
     if task in ("needle", LETTER_KEY):
         k = (_key(rng) if task == "needle" else
-             "".join(rng.choice(string.ascii_uppercase) for _ in
-                     range(rng.randint(LETTER_MIN, LETTER_MAX))))
+             _word(rng, string.ascii_uppercase,
+                   rng.randint(LETTER_MIN, LETTER_MAX)))
         return [PASS_NEEDLE.format(k=k)], [(PASS_Q, k)]
     if task in ("multikey", "multiq"):
         names = _names(rng, N_KEYS, string.ascii_lowercase)
