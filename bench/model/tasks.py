@@ -33,11 +33,23 @@ vartrack's answers are letters. The key was 5 letters until m1t's 15.3 M
 tokens: its bytes stayed at 2.5-3.2 nats through 2.2 M tokens of that
 draw, the letters after the first included (a copy from the letter before,
 not learnt); a longer key gives every sequence more such copies to learn.
+
+Training only, m2: repeat, a string of REPEAT_MIN to REPEAT_MAX symbols
+of one alphabet (digits, lower- or upper-case letters, drawn per string)
+said once and repeated after the question:
+             " The text is 0412...93. "  Q "\nRepeat the text: "  A the string
+Every answer byte after the first is a copy of what followed the same
+bytes earlier (induction); with ten digits in 64 symbols one byte before
+does not say where, two or three do, as a name does in multikey. m2
+answered the pass key from 8 M tokens on without this copy: at 13.7 M its
+letter keys were at chance (3.26 nats a letter) and multikey's digits
+were not the named key's (probe, 12 held-out haystacks at 384).
 """
 import string
 
 TASKS = ("needle", "multikey", "multivalue", "vartrack", "multiq")
 LETTER_KEY = "letterkey"
+REPEAT = "repeat"
 
 PASS_NEEDLE = " The pass key is {k}. Remember it. "
 PASS_Q = "\nWhat is the pass key? The pass key is "
@@ -50,9 +62,14 @@ VAL_Q = "\nWhat are the values of {n}? The values of {n} are "
 VAR_VALUE = " COPY {k} TO {n}. "
 VAR_COPY = " COPY {m} TO {n}. "
 VAR_Q = "\nWhich variables hold {k}? They are "
+TEXT_NEEDLE = " The text is {k}. "
+TEXT_Q = "\nRepeat the text: "
 N_KEYS = 4
 CHAIN = 3
 LETTER_MIN, LETTER_MAX = 5, 24
+REPEAT_MIN, REPEAT_MAX = 16, 64
+REPEAT_ALPHABETS = (string.digits, string.ascii_lowercase,
+                    string.ascii_uppercase)
 
 
 def _key(rng):
@@ -79,6 +96,10 @@ def _needles(rng, task):
              _word(rng, string.ascii_uppercase,
                    rng.randint(LETTER_MIN, LETTER_MAX)))
         return [PASS_NEEDLE.format(k=k)], [(PASS_Q, k)]
+    if task == REPEAT:
+        k = _word(rng, rng.choice(REPEAT_ALPHABETS),
+                  rng.randint(REPEAT_MIN, REPEAT_MAX))
+        return [TEXT_NEEDLE.format(k=k)], [(TEXT_Q, k)]
     if task in ("multikey", "multiq"):
         names = _names(rng, N_KEYS, string.ascii_lowercase)
         keys = [_key(rng) for _ in names]
@@ -120,6 +141,7 @@ def _needles(rng, task):
 def tail_bytes(task):
     """An upper bound on the bytes a task needs besides the haystack."""
     return {"needle": 90, LETTER_KEY: 90 + 2 * (LETTER_MAX - 5),
+            REPEAT: 40 + 2 * REPEAT_MAX,
             "multikey": 180, "multivalue": 220,
             "vartrack": 200, "multiq": 330}[task]
 

@@ -147,7 +147,8 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
 # A recipe: the shape, the curriculum and the learning rate of one model.
 # The curriculum: (context, batch size, task fraction, min tokens, max
 # tokens[, position span]) per phase. A phase ends when the running answer
-# loss (an exponential mean over ~50 steps of the answer bytes' loss) is below
+# loss (answers_loss: an exponential mean over ~50 steps of the answer
+# bytes' loss; from adaptive_from on the worst task's running loss) is below
 # answer_ok after at least its min tokens, or at its max tokens: copying
 # forms cheaply at short context, then the context grows. The phase, its
 # token count and the running mean are in the checkpoint, so a resumed run
@@ -182,13 +183,17 @@ RECIPES = {
     # 5 letters until 12.2 M tokens, 5 to 24 from there. The five-task
     # phase's cap was 3 M tokens until 13.0 M (1.6 M into it: answer
     # losses 1.5-1.7 on multikey, multivalue and multiq, 2.7 on vartrack);
-    # 10 M from there, at ~3x the tokens/s of the real 1024.
+    # 10 M from there, at ~3x the tokens/s of the real 1024. The repeat
+    # task (tasks.py) joined the draw at 13.9 M: the letter key was still
+    # at chance after 1.7 M tokens of it and no digit of multikey followed
+    # the named key's, so the copy by content had not formed.
     "m2": dict(config=CONFIG_M2, tasks=tasks.TASKS, phases=[
         (256, 16, 0.7, 1_500_000, 2_600_000),
         (128, 32, 0.9, 0, 8_000_000, 1024),
         (128, 32, 0.9, 0, 4_000_000, 1024),
         (384, 10, 0.9, 300_000, 10_000_000, 1024),
         (1024, 2, 0.7, 0, 10**12)], adaptive_from=3, letters_from=3,
+        repeat_from=3,
         answer_ok=0.2, lr_max=2e-3, lr_min=1e-4, horizon=20_000_000,
         cool_start=40_000, cool_len=60_000, recompute_from=2048,
         eval_n=8, eval_every=2400.0),
@@ -249,11 +254,15 @@ def lr_at(r, step, tokens, cur):
 
 
 def phase_tasks(r, cur):
-    """The tasks drawn in the current phase: the recipe's, and from its
-    letters_from phase on tasks.LETTER_KEY (training only)."""
-    if r["tasks"] and cur["phase"] >= r.get("letters_from", 1 << 30):
-        return tuple(r["tasks"]) + (tasks.LETTER_KEY,)
-    return r["tasks"]
+    """The tasks drawn in the current phase: the recipe's, from its
+    letters_from phase on tasks.LETTER_KEY and from its repeat_from phase
+    on tasks.REPEAT (both training only)."""
+    if not r["tasks"]:
+        return r["tasks"]
+    extra = tuple(t for t, k in ((tasks.LETTER_KEY, "letters_from"),
+                                 (tasks.REPEAT, "repeat_from"))
+                  if cur["phase"] >= r.get(k, 1 << 30))
+    return tuple(r["tasks"]) + extra
 
 
 def task_weights(r, cur):
@@ -278,12 +287,25 @@ def update_task_ema(cur, drawn, ce, w):
             ema[t] = e + TASK_EMA * (ce[i][a].mean().item() - e)
 
 
+def answers_loss(r, cur):
+    """The running answer loss that ends a phase and starts the cool-down:
+    from adaptive_from on, the worst of the running losses of the recipe's
+    tasks that fit the phase's context (the training-only tasks left out:
+    their longer answers would outweigh a task not learnt yet in a mean
+    over answer bytes); before, the mean over every answer byte."""
+    if not r["tasks"] or cur["phase"] < r.get("adaptive_from", 1 << 30):
+        return cur["answer_ema"]
+    T = r["phases"][cur["phase"]][0]
+    ema = cur.get("task_ema", {})
+    return max(ema.get(t, START_LOSS) for t in r["tasks"] if tasks.fits(t, T))
+
+
 def cool_down_starts(r, cur):
     """Whether the cool-down begins now: the last phase, cool_start tokens
-    into it, the running answer loss below answer_ok, not begun yet."""
+    into it, its answers_loss below answer_ok, not begun yet."""
     return ("cool_from" not in cur and cur["phase"] == len(r["phases"]) - 1
             and cur["phase_tokens"] >= r["cool_start"]
-            and cur["answer_ema"] < r["answer_ok"])
+            and answers_loss(r, cur) < r["answer_ok"])
 
 
 def finished(r, cur):
@@ -473,17 +495,18 @@ def main():
         acc_n += 1
         cur["answer_ema"] += ANSWER_EMA * (ans - cur["answer_ema"])
         cur["phase_tokens"] += B * T
+        ans_loss = answers_loss(r, cur)
         if cur["phase"] + 1 < len(phases) and cur["phase_tokens"] >= p_min and (
-                cur["answer_ema"] < r["answer_ok"] or cur["phase_tokens"] >= p_max):
+                ans_loss < r["answer_ok"] or cur["phase_tokens"] >= p_max):
             print(f"# phase {cur['phase']} (context {T}) ends at step {step}, "
-                  f"{tokens} tokens: answer loss {cur['answer_ema']:.3f}",
+                  f"{tokens} tokens: answer loss {ans_loss:.3f}",
                   file=logf, flush=True)
             log_eval(logf, model, r, held, step, tokens, T)
             cur = dict(cur, phase=cur["phase"] + 1, phase_tokens=0)
         if cool_down_starts(r, cur):
             cur["cool_from"] = cur["phase_tokens"]
             print(f"# cool-down from step {step}, {tokens} tokens: answer loss "
-                  f"{cur['answer_ema']:.3f}", file=logf, flush=True)
+                  f"{answers_loss(r, cur):.3f}", file=logf, flush=True)
         if step % 20 == 0:
             now = time.time()
             print(f"{step} {tokens} {now - t_start:.0f} {T} {lr:.2e} "

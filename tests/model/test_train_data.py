@@ -126,9 +126,35 @@ def test_letter_key_trains_from_its_phase():
         lf = r["letters_from"]
         assert tasks.LETTER_KEY not in train.phase_tasks(r, dict(phase=lf - 1))
         cur = dict(phase=lf)
-        assert train.phase_tasks(r, cur)[-1] == tasks.LETTER_KEY
+        assert tasks.LETTER_KEY in train.phase_tasks(r, cur)
         assert tasks.LETTER_KEY in train.task_weights(r, cur)
     assert train.phase_tasks(train.RECIPES["m1"], dict(phase=2)) is None
+
+
+def test_repeat_trains_from_its_phase():
+    """repeat says a string of one alphabet once and asks for it again; a
+    recipe draws it from repeat_from on (m2 only), never in eval."""
+    rng = random.Random(5)
+    lengths, alphabets = set(), set()
+    for _ in range(400):
+        seq, spans = tasks.sample(rng, TEXT, tasks.REPEAT, 384)
+        (a, e), = spans
+        s = seq[a:e - 1].decode()
+        lengths.add(len(s))
+        alpha = [x for x in tasks.REPEAT_ALPHABETS if set(s) <= set(x)]
+        assert len(alpha) == 1
+        alphabets.add(alpha[0])
+        assert tasks.TEXT_NEEDLE.format(k=s).encode() in seq
+        assert seq[:a].endswith(tasks.TEXT_Q.encode()) and seq[e - 1:e] == b"."
+    assert lengths == set(range(tasks.REPEAT_MIN, tasks.REPEAT_MAX + 1))
+    assert alphabets == set(tasks.REPEAT_ALPHABETS)
+    assert tasks.fits(tasks.REPEAT, 256) and tasks.REPEAT not in tasks.TASKS
+    r = train.RECIPES["m2"]
+    rf = r["repeat_from"]
+    assert tasks.REPEAT not in train.phase_tasks(r, dict(phase=rf - 1))
+    assert tasks.REPEAT in train.task_weights(r, dict(phase=rf))
+    m1t = train.RECIPES["m1t"]
+    assert tasks.REPEAT not in train.phase_tasks(m1t, dict(phase=10))
 
 
 def test_position_ids_are_what_the_runtime_computes():
@@ -174,12 +200,21 @@ def test_cool_down_waits_for_the_answers():
     a run whose copy has not formed keeps the cosine's rate and goes on."""
     r = dict(train.RECIPES["m1t"])
     last = len(r["phases"]) - 1
+    ok = r["answer_ok"] / 2
     cur = dict(phase=last, phase_tokens=r["cool_start"] + 10 * r["cool_len"],
-               answer_ema=1.5)
+               answer_ema=ok)
     cosine = train.lr_at(r, 10_000, 3_000_000, cur)
+    # adaptive phases judge by the worst task: none measured yet
     assert not train.cool_down_starts(r, cur) and not train.finished(r, cur)
     assert cosine > 5 * r["lr_min"]
-    cur["answer_ema"] = r["answer_ok"] / 2
+    # one task not learnt holds the run back, whatever the mean
+    cur["task_ema"] = {t: ok for t in r["tasks"]}
+    cur["task_ema"]["vartrack"] = 1.5
+    assert not train.cool_down_starts(r, cur)
+    # the training-only tasks do not count
+    cur["task_ema"].update(vartrack=ok, **{tasks.LETTER_KEY: 3.0,
+                                           tasks.REPEAT: 3.0})
+    assert train.answers_loss(r, cur) == ok
     assert train.cool_down_starts(r, cur)
     cur["cool_from"] = cur["phase_tokens"]
     assert not train.cool_down_starts(r, cur)
@@ -191,6 +226,21 @@ def test_cool_down_waits_for_the_answers():
     assert train.finished(r, cur)
     # an earlier phase never cools, whatever its answer loss
     assert not train.cool_down_starts(r, dict(cur, phase=0, answer_ema=0.0))
+    # before adaptive_from (and for m1) the mean over answer bytes decides
+    assert train.answers_loss(r, dict(cur, phase=0, answer_ema=0.7)) == 0.7
+    m1 = train.RECIPES["m1"]
+    assert train.answers_loss(m1, dict(phase=2, answer_ema=0.1)) == 0.1
+
+
+def test_answers_loss_leaves_out_tasks_that_do_not_fit():
+    """At 256 positions multiq does not fit: m1t's third phase ends on the
+    other four."""
+    r = train.RECIPES["m1t"]
+    cur = dict(phase=2, answer_ema=2.0,
+               task_ema={t: 0.05 for t in tasks.TASKS})
+    cur["task_ema"]["multiq"] = 2.0
+    assert r["phases"][2][0] == 256 and not tasks.fits("multiq", 256)
+    assert train.answers_loss(r, cur) == 0.05
 
 
 def test_weights_file_round_trip(tmp_path):
