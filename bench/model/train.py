@@ -156,10 +156,11 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
 # run cool_start tokens and the running answer loss is below answer_ok (and,
 # for a recipe with done_nats, every task's running nats an answer below
 # done_nats: answer_nats), the learning rate falls linearly from the
-# cosine's value to lr_min over cool_len tokens, and the run ends there (m1: at the cosine's 1.8e-3 the
-# pass-key accuracy swung between 0.78 and 1.0 from one evaluation to the
-# next; the cool-down settles it; its answer loss was far below answer_ok
-# by then, so it cooled from cool_start exactly).
+# cosine's value to lr_min over cool_len tokens, and the run ends there
+# (m1: at the cosine's 1.8e-3 the pass-key accuracy swung between 0.78 and
+# 1.0 from one evaluation to the next; the cool-down settles it; its answer
+# loss was far below answer_ok by then, so it cooled from cool_start
+# exactly).
 # done_nats for the task recipes: greedy decoding answers right whenever
 # the model gives the whole answer a probability above 1/2 (each byte's is
 # then above 1/2), so at a mean of c nats an answer at most c / ln 2 of the

@@ -106,7 +106,8 @@ def test_tasks_drawn_by_their_running_loss():
     n0 = train.START_NATS
     assert cur["task_nats"]["vartrack"] == pytest.approx(
         n0 + train.TASK_EMA * (10.0 - n0))
-    assert cur["task_nats"]["needle"] == pytest.approx(n0 * (1 - train.TASK_EMA))
+    assert cur["task_nats"]["needle"] == pytest.approx(
+        n0 * (1 - train.TASK_EMA))
     ce, wt = torch.zeros(1, 12), torch.ones(1, 12)
     ce[0, 0:2], wt[0, 0:2] = 1.0, 8.0   # two answers, as multiq's:
     ce[0, 5:8], wt[0, 5:8] = 2.0, 8.0   # 2 + 6 nats over 2 answers
