@@ -323,17 +323,22 @@ def answers_loss(r, cur):
     over answer bytes); before, the mean over every answer byte."""
     if not r["tasks"] or cur["phase"] < r.get("adaptive_from", 1 << 30):
         return cur["answer_ema"]
+    return worst_task(r, cur, "task_ema", START_LOSS)
+
+
+def worst_task(r, cur, key, start):
+    """The worst of the running means cur[key] (start where a task has none
+    yet) among the recipe's tasks that fit the phase's context: the
+    training-only tasks are left out."""
     T = r["phases"][cur["phase"]][0]
-    ema = cur.get("task_ema", {})
-    return max(ema.get(t, START_LOSS) for t in r["tasks"] if tasks.fits(t, T))
+    means = cur.get(key, {})
+    return max(means.get(t, start) for t in r["tasks"] if tasks.fits(t, T))
 
 
 def answer_nats(r, cur):
     """The worst running nats an answer among the recipe's tasks that fit
     the phase's context (the training-only tasks left out)."""
-    T = r["phases"][cur["phase"]][0]
-    nats = cur.get("task_nats", {})
-    return max(nats.get(t, START_NATS) for t in r["tasks"] if tasks.fits(t, T))
+    return worst_task(r, cur, "task_nats", START_NATS)
 
 
 def cool_down_starts(r, cur):
@@ -552,14 +557,12 @@ def main():
                   f"{acc_tok / (now - t_win):.0f}", file=logf, flush=True)
             acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, now
         if time.time() - t_ck > args.ckpt_every:
-            if "task_ema" in cur:
-                print("# task answer loss " + " ".join(
-                    f"{t} {v:.3f}" for t, v in sorted(cur["task_ema"].items())),
-                    file=logf, flush=True)
-            if "task_nats" in cur:
-                print("# task nats an answer " + " ".join(
-                    f"{t} {v:.3f}" for t, v in sorted(cur["task_nats"].items())),
-                    file=logf, flush=True)
+            for key, what in (("task_ema", "answer loss"),
+                              ("task_nats", "nats an answer")):
+                if key in cur:
+                    print(f"# task {what} " + " ".join(
+                        f"{t} {v:.3f}" for t, v in sorted(cur[key].items())),
+                        file=logf, flush=True)
             if time.time() - t_ev > args.eval_every:
                 log_eval(logf, model, r, held, step, tokens, T)
                 t_ev = time.time()
