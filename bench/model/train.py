@@ -16,8 +16,12 @@ Run (niced, background, resumable; rerun the same command to resume):
   nice -n 19 /usr/bin/python3 bench/model/train.py --model m1 --ckpt-dir CKPT
   nice -n 19 /usr/bin/python3 bench/model/train.py --model m2 --ckpt-dir CKPT2
 The script resumes from CKPT_DIR/last.pt when it exists; the training log is
-appended to CKPT_DIR/train.log (copied into the repo as bench/model/train.log
-and train_m2.log). --device cuda runs the same recipe on a GPU.
+appended to CKPT_DIR/train.log (copied into the repo as bench/model/train.log,
+train_m1t.log and train_m2.log). On another machine a run goes on from the
+snapshot CKPT_DIR/resume.pt it writes beside last.pt (weights and place in
+the recipe, no optimizer state; committed as bench/model/data/RECIPE_resume.pt):
+  --resume SNAPSHOT, which wins over --init. --device cuda runs the same
+recipe on a GPU.
 """
 import argparse
 import math
@@ -214,31 +218,26 @@ RECIPES = {
         eval_n=8, eval_every=2400.0),
     # m1t: m1 taught the task suite. It starts from m1's trained weights
     # (--init, the m1 weights file) with a fresh optimizer: the copy is
-    # there already, the formats are new; four tasks fit 256 positions,
-    # multiq joins at 512. Its second phase ran 2.4 M tokens at 512 with
-    # the tasks drawn uniformly: the needle at 100 %, the others at 0-6 %
-    # (multikey's first digit wrong, vartrack at chance); the third goes
-    # back to 256 positions skipping over 512, tasks drawn by their loss,
-    # until the answers hold, then 512 again (multiq). The cosine's horizon
-    # was 10 M tokens until 7.3 M (the rate had fallen to 2.7e-4 with
-    # vartrack still at chance); 20 M from there, a restart at 7.2e-4;
-    # 30 M from 16.6 M tokens (rate 1.8e-4 -> 4.8e-4), the letter copy not
-    # formed yet; 40 M from 24.7 M (1.7e-4 -> 3.9e-4): the running answer
-    # losses were 0.003-0.18 a byte but vartrack's 0.33-0.5 and held-out
-    # vartrack and multiq at 0-12 %. Its cool-down waited for answer_ok
-    # alone until then; done_nats from there.
-    # vartrack was in RULER's order (VAR ABCDE = 12345) until 9.0 M tokens.
-    # The letter key (tasks.py) joined the draw 0.7 M tokens into the
-    # fourth phase (13.2 M): the copy m1 formed on digits left vartrack's
-    # letters at chance. Its keys were 5 letters until 15.3 M tokens (still
-    # 2.5-3.2 nats a letter), 5 to 24 from there.
+    # there already, the formats are new. Four tasks and the letter key fit
+    # 256 positions, so the first phase trains at 256 skipping over 512
+    # (~3x the tokens/s of 512), tasks drawn by their running loss, until
+    # the answers hold; then 512 (multiq joins) until every task's nats an
+    # answer is under done_nats, and the cool-down.
+    # The recipe of a first run (bench/model/train_m1t_run1.log; its
+    # checkpoint was lost with its machine at 29.8 M tokens): 256, then 2.4
+    # M tokens at 512 with tasks drawn uniformly (needle 100 %, the others
+    # 0-6 %: wasted), then 256 over 512 drawn by loss, then 512; the letter
+    # key from that last phase (13.2 M tokens) and rate restarts at 7.3 M,
+    # 16.6 M and 24.7 M. Its letter copy formed at ~17 M tokens, 4 M after
+    # the letter key joined and after the keys grew from 5 letters to 5-24;
+    # vartrack and multiq were its long poles (25 % and 50 % held out at
+    # 29.4 M, rising). This recipe takes its lessons: letters and the
+    # adaptive draw from the start, no uniform phase at 512, one cosine.
     "m1t": dict(config=CONFIG_M1, tasks=tasks.TASKS, init="m1", phases=[
-        (256, 16, 0.8, 200_000, 2_000_000),
-        (512, 8, 0.8, 0, 2_400_000),
-        (256, 16, 0.9, 0, 8_000_000, 512),
-        (512, 8, 0.8, 0, 10**12)], adaptive_from=2, letters_from=3,
+        (256, 16, 0.9, 200_000, 10_000_000, 512),
+        (512, 8, 0.8, 0, 10**12)], adaptive_from=0, letters_from=0,
         answer_ok=0.15, done_nats=DONE_NATS, lr_max=1e-3, lr_min=1e-4,
-        horizon=40_000_000,
+        horizon=25_000_000,
         cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
 }
@@ -264,13 +263,20 @@ def phase_of(ph):
 
 
 def lr_at(r, step, tokens, cur):
-    if step < WARMUP:
+    """The cosine from lr_max to lr_min over the recipe's horizon, after a
+    linear warmup of WARMUP steps; a run resumed from a snapshot (its
+    optimizer fresh, cur's warm_from its first step) warms up again to the
+    cosine's value; the cool-down's linear fall to lr_min."""
+    if "warm_from" not in cur and step < WARMUP:
         return r["lr_max"] * (step + 1) / WARMUP
     f = min(1.0, tokens / r["horizon"])
     lr = r["lr_min"] + 0.5 * (r["lr_max"] - r["lr_min"]) * (1 + math.cos(math.pi * f))
     if "cool_from" in cur:
         c = min(1.0, (cur["phase_tokens"] - cur["cool_from"]) / r["cool_len"])
         lr = lr * (1.0 - c) + r["lr_min"] * c
+    warm = step - cur.get("warm_from", step - WARMUP)
+    if warm < WARMUP:
+        lr *= (warm + 1) / WARMUP
     return lr
 
 
@@ -405,6 +411,33 @@ def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur, name, meta):
     os.replace(tmp, path)
 
 
+def save_snapshot(path, model, step, tokens, elapsed, cur, name, meta):
+    """What a run resumes from on another machine (--resume): the weights
+    and the run's place in its recipe, without the optimizer's moments (a
+    third of a checkpoint's size, small enough to commit at the end of a
+    working session; AdamW's moments refill during the warmup a resumed run
+    repeats)."""
+    tmp = path + ".tmp"
+    torch.save(dict(model=model.state_dict(), step=step, tokens=tokens,
+                    curriculum=cur, config=model.c, recipe=name,
+                    elapsed=elapsed, **meta), tmp)
+    os.replace(tmp, path)
+
+
+def load_snapshot(path, model, name):
+    """Loads a snapshot's weights into model; returns (step, tokens,
+    elapsed, curriculum, init meta), the curriculum's warm_from set to the
+    step (the fresh optimizer warms up again)."""
+    st = torch.load(path, map_location="cpu")
+    if st.get("recipe") != name:
+        raise ValueError(f"{path}: a snapshot of recipe {st.get('recipe')}, "
+                         f"not {name}")
+    model.load_state_dict(st["model"])
+    cur = dict(st["curriculum"], warm_from=st["step"])
+    meta = {k: st[k] for k in ("init_step", "init_tokens") if k in st}
+    return st["step"], st["tokens"], st["elapsed"], cur, meta
+
+
 def log_eval(logf, model, r, held, step, tokens, T):
     """Accuracy at the phase's context T and, where T is shorter, at the
     model's full context (the length model_eval runs)."""
@@ -432,6 +465,10 @@ def main():
                     help="start from this weights file (recipes with an "
                     "init: m1t starts from m1's, bench/model/data/model.pkvm "
                     "as recipe m1 left it); read when no checkpoint exists")
+    ap.add_argument("--resume", metavar="SNAPSHOT",
+                    help="go on from this snapshot (CKPT_DIR/resume.pt of "
+                    "an earlier run, as committed under bench/model/data) "
+                    "with a fresh optimizer; read when no checkpoint exists")
     ap.add_argument("--bench", action="store_true",
                     help="time a few steps at each phase and exit")
     args = ap.parse_args()
@@ -479,6 +516,7 @@ def main():
 
     os.makedirs(args.ckpt_dir, exist_ok=True)
     ck = os.path.join(args.ckpt_dir, "last.pt")
+    snap = os.path.join(args.ckpt_dir, "resume.pt")
     logf = open(os.path.join(args.ckpt_dir, "train.log"), "a")
     step, tokens, elapsed = 0, 0, 0.0
     cur = dict(phase=0, phase_tokens=0, answer_ema=START_LOSS)
@@ -495,6 +533,15 @@ def main():
         init_meta.update({k: st[k] for k in ("init_step", "init_tokens") if k in st})
         print(f"# resumed at step {step}, {tokens} tokens, curriculum {cur}, "
               f"phases={phases}", file=logf, flush=True)
+    elif args.resume:
+        step, tokens, elapsed, cur, init_meta = load_snapshot(
+            args.resume, model, args.model)
+        # a fresh draw from here: the snapshot keeps no random state
+        rng = random.Random(args.seed + step)
+        torch.manual_seed(args.seed + step)
+        print(f"# resumed from snapshot {args.resume} at step {step}, {tokens} "
+              f"tokens, optimizer fresh (warmup {WARMUP} steps), curriculum "
+              f"{cur}, phases={phases}", file=logf, flush=True)
     else:
         init = ""
         if r.get("init"):
@@ -568,10 +615,14 @@ def main():
                 t_ev = time.time()
             save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start,
                       cur, args.model, init_meta)
+            save_snapshot(snap, model, step, tokens, time.time() - t_start,
+                          cur, args.model, init_meta)
             t_ck = time.time()
     log_eval(logf, model, r, held, step, tokens, phases[cur["phase"]][0])
     save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur,
               args.model, init_meta)
+    save_snapshot(snap, model, step, tokens, time.time() - t_start, cur,
+                  args.model, init_meta)
     print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
 
 
