@@ -403,24 +403,24 @@ def evaluate(model, r, rng_seed, held, T):
 # ----------------------------------------------------------------- train ---
 
 def save_ckpt(path, model, opt, step, tokens, rng, elapsed, cur, name, meta):
-    tmp = path + ".tmp"
-    torch.save(dict(model=model.state_dict(), opt=opt.state_dict(), step=step,
-                    tokens=tokens, curriculum=cur, py_rng=rng.getstate(),
-                    torch_rng=torch.get_rng_state(), config=model.c,
-                    recipe=name, elapsed=elapsed, **meta), tmp)
-    os.replace(tmp, path)
+    """The whole state of a run on this machine (CKPT_DIR/last.pt): the
+    snapshot's, the optimizer's moments and the random states."""
+    save_snapshot(path, model, step, tokens, elapsed, cur, name, meta,
+                  opt=opt.state_dict(), py_rng=rng.getstate(),
+                  torch_rng=torch.get_rng_state())
 
 
-def save_snapshot(path, model, step, tokens, elapsed, cur, name, meta):
+def save_snapshot(path, model, step, tokens, elapsed, cur, name, meta,
+                  **more):
     """What a run resumes from on another machine (--resume): the weights
     and the run's place in its recipe, without the optimizer's moments (a
     third of a checkpoint's size, small enough to commit at the end of a
     working session; AdamW's moments refill during the warmup a resumed run
-    repeats)."""
+    repeats). more: save_ckpt's additions."""
     tmp = path + ".tmp"
     torch.save(dict(model=model.state_dict(), step=step, tokens=tokens,
                     curriculum=cur, config=model.c, recipe=name,
-                    elapsed=elapsed, **meta), tmp)
+                    elapsed=elapsed, **meta, **more), tmp)
     os.replace(tmp, path)
 
 
