@@ -322,6 +322,17 @@ def test_snapshot_resumes_the_run(tmp_path):
         train.load_snapshot(f, m2, "m2")
 
 
+def test_committed_snapshot_goes_on():
+    """The committed m1t snapshot (what the next session resumes from)
+    loads into the m1t shape at a place in its recipe."""
+    m = train.Model(train.RECIPES["m1t"]["config"])
+    step, tokens, elapsed, cur, meta = train.load_snapshot(
+        os.path.join(MODEL_DIR, "data", "m1t_resume.pt"), m, "m1t")
+    assert step > 0 and tokens > 0 and elapsed > 0 and cur["warm_from"] == step
+    assert 0 <= cur["phase"] < len(train.RECIPES["m1t"]["phases"])
+    assert meta["init_tokens"] > 0
+
+
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
