@@ -564,6 +564,15 @@ def main():
 
     t_ck = t_ev = time.time()
     t_start = time.time() - elapsed
+
+    def save():
+        """last.pt for this machine, resume.pt for another, at one time."""
+        now = time.time() - t_start
+        save_ckpt(ck, model, opt, step, tokens, rng, now, cur, args.model,
+                  init_meta)
+        save_snapshot(snap, model, step, tokens, now, cur, args.model,
+                      init_meta)
+
     acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, time.time()
     while tokens < args.max_tokens and not finished(r, cur):
         T, B, pn, p_min, p_max, span = phase_of(phases[cur["phase"]])
@@ -613,16 +622,10 @@ def main():
             if time.time() - t_ev > args.eval_every:
                 log_eval(logf, model, r, held, step, tokens, T)
                 t_ev = time.time()
-            save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start,
-                      cur, args.model, init_meta)
-            save_snapshot(snap, model, step, tokens, time.time() - t_start,
-                          cur, args.model, init_meta)
+            save()
             t_ck = time.time()
     log_eval(logf, model, r, held, step, tokens, phases[cur["phase"]][0])
-    save_ckpt(ck, model, opt, step, tokens, rng, time.time() - t_start, cur,
-              args.model, init_meta)
-    save_snapshot(snap, model, step, tokens, time.time() - t_start, cur,
-                  args.model, init_meta)
+    save()
     print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
 
 
