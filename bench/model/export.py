@@ -140,7 +140,7 @@ def main():
                     t.normal_(0.0, t.shape[1] ** -0.5)
         st = dict(step=0, tokens=0)
     else:
-        st = torch.load(args.ckpt)
+        st = torch.load(args.ckpt, map_location="cpu", weights_only=False)
         model = net.Model(st["config"])
         model.load_state_dict(st["model"])
         # a run started from another's weights (--init) counts them too

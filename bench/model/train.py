@@ -21,7 +21,9 @@ train_m1t.log and train_m2.log). On another machine a run goes on from the
 snapshot CKPT_DIR/resume.pt it writes beside last.pt (weights and place in
 the recipe, no optimizer state; committed as bench/model/data/RECIPE_resume.pt):
   --resume SNAPSHOT, which wins over --init. --device cuda runs the same
-recipe on a GPU.
+recipe on a GPU; on a machine without bible-kjv --text FILE reads the
+command's output saved here, and --max-seconds ends the run in time, with
+its checkpoint and snapshot written.
 """
 import argparse
 import math
@@ -49,11 +51,19 @@ from net import (CONFIG_M1, CONFIG_M2, Model, RMSNorm,  # noqa: E402,F401
 
 # ------------------------------------------------------------------ data ---
 
-def load_kjv():
+KJV_CMD = ["/usr/bin/bible", "-f", "gen1:1-rev22:21"]
+
+
+def load_kjv(path=None):
     """Return (train_text, heldout_text) as bytes. Verse references are
-    stripped; one verse per line. Revelation is held out."""
-    out = subprocess.run(["/usr/bin/bible", "-f", "gen1:1-rev22:21"],
-                         check=True, capture_output=True).stdout
+    stripped; one verse per line. Revelation is held out. path: a file
+    holding what KJV_CMD prints (for a machine without bible-kjv, such as
+    a GPU machine); None runs KJV_CMD."""
+    if path:
+        with open(path, "rb") as f:
+            out = f.read()
+    else:
+        out = subprocess.run(KJV_CMD, check=True, capture_output=True).stdout
     train, held = [], []
     for line in out.split(b"\n"):
         if not line.strip():
@@ -428,7 +438,7 @@ def load_snapshot(path, model, name):
     """Loads a snapshot's weights into model; returns (step, tokens,
     elapsed, curriculum, init meta), the curriculum's warm_from set to the
     step (the fresh optimizer warms up again)."""
-    st = torch.load(path, map_location="cpu")
+    st = torch.load(path, map_location="cpu", weights_only=False)
     if st.get("recipe") != name:
         raise ValueError(f"{path}: a snapshot of recipe {st.get('recipe')}, "
                          f"not {name}")
@@ -461,6 +471,15 @@ def main():
                     help="seconds (0: at every checkpoint; default: the "
                     "recipe's, m1 0, m2 2400)")
     ap.add_argument("--max-tokens", type=float, default=60e6)
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="end this invocation after this many seconds, "
+                    "with a checkpoint and snapshot (a run on a lent GPU "
+                    "machine that must hand its files back in time); "
+                    "rerun to go on")
+    ap.add_argument("--text", metavar="FILE",
+                    help="the training text as `" + " ".join(KJV_CMD) +
+                    "` prints it, for a machine without bible-kjv "
+                    "(default: run that command)")
     ap.add_argument("--init", metavar="PKVM",
                     help="start from this weights file (recipes with an "
                     "init: m1t starts from m1's, bench/model/data/model.pkvm "
@@ -480,7 +499,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    train_text, held = load_kjv()
+    train_text, held = load_kjv(args.text)
 
     model = Model(r["config"]).to(args.device)
     model.recompute_from = r["recompute_from"]
@@ -522,7 +541,7 @@ def main():
     cur = dict(phase=0, phase_tokens=0, answer_ema=START_LOSS)
     init_meta = {}
     if os.path.exists(ck):
-        st = torch.load(ck, map_location=args.device)
+        st = torch.load(ck, map_location=args.device, weights_only=False)
         model.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
         step, tokens, elapsed = st["step"], st["tokens"], st["elapsed"]
@@ -574,7 +593,10 @@ def main():
                       init_meta)
 
     acc_loss, acc_ans, acc_n, acc_tok, t_win = 0.0, 0.0, 0, 0, time.time()
-    while tokens < args.max_tokens and not finished(r, cur):
+    t_stop = (math.inf if args.max_seconds is None
+              else time.time() + args.max_seconds)
+    while (tokens < args.max_tokens and not finished(r, cur)
+           and time.time() < t_stop):
         T, B, pn, p_min, p_max, span = phase_of(phases[cur["phase"]])
         drawn = []
         x, y, w, pos = make_batch(rng, train_text, B, T, pn, ANSWER_WEIGHT,
@@ -626,7 +648,12 @@ def main():
             t_ck = time.time()
     log_eval(logf, model, r, held, step, tokens, phases[cur["phase"]][0])
     save()
-    print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
+    if finished(r, cur):
+        print(f"# done step {step} tokens {tokens}", file=logf, flush=True)
+    else:
+        why = ("--max-tokens" if tokens >= args.max_tokens else "--max-seconds")
+        print(f"# stopped at {why}, step {step} tokens {tokens}: rerun to go on",
+              file=logf, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """The training side of bench/model (train.py, tasks.py, export.py) where a
 silent mistake would cost a training run: the position skips of
-make_batch, its task draw, the model's position ids, the recipes' phases and the weights
-file's reader. Run by ctest (test_model_train_data); skipped without torch.
+make_batch, its task draw, the model's position ids, the recipes' phases,
+the snapshots, the text file and time limit of a run on another machine
+and the weights file's reader. Run by ctest (test_model_train_data); skipped without torch.
 No KJV text is needed: the haystack here is a synthetic one."""
 import os
 import random
+import subprocess
 import sys
 
 try:
@@ -320,6 +322,33 @@ def test_snapshot_resumes_the_run(tmp_path):
     assert train.lr_at(r, 0, 0, dict(phase=0)) == r["lr_max"] / train.WARMUP
     with pytest.raises(ValueError):
         train.load_snapshot(f, m2, "m2")
+
+
+def test_text_file_and_time_limit(tmp_path):
+    """--text reads the text command's saved output as the command's own
+    would be read (Revelation held out); --max-seconds ends the run with
+    its snapshot written and says it stopped, not that it is done."""
+    gen = [b"Ge%d:1 And the earth was %d days without form." % (i, i)
+           for i in range(1, 200)]
+    rev = [b"Re%d:1 And I saw a new heaven and a new earth %d." % (i, i)
+           for i in range(1, 120)]
+    dump = tmp_path / "kjv.txt"
+    dump.write_bytes(b"\n".join(gen[:100] + rev + gen[100:]) + b"\n\n")
+    text, held = train.load_kjv(str(dump))
+    assert text == b"\n".join(g.partition(b" ")[2] for g in gen) + b"\n"
+    assert held == b"\n".join(r.partition(b" ")[2] for r in rev) + b"\n"
+    ck = tmp_path / "ck"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(MODEL_DIR, "train.py"), "--model", "m1",
+         "--text", str(dump), "--ckpt-dir", str(ck), "--max-seconds", "0",
+         "--threads", "1"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    log = (ck / "train.log").read_text()
+    assert "# stopped at --max-seconds, step 0 tokens 0" in log
+    assert "# done" not in log
+    step, tokens, _, cur, _ = train.load_snapshot(
+        str(ck / "resume.pt"), train.Model(train.CONFIG_M1), "m1")
+    assert (step, tokens, cur["phase"]) == (0, 0, 0)
 
 
 def test_committed_snapshot_goes_on():
