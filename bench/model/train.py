@@ -169,8 +169,11 @@ def make_batch(rng, text, B, T, p_needle, answer_weight, task_names=None,
 # takes the same path. The end of the run: in the last phase, once it has
 # run cool_start tokens and the running answer loss is below answer_ok (and,
 # for a recipe with done_nats, every task's running nats an answer below
-# done_nats: answer_nats), the learning rate falls linearly from the
-# cosine's value to lr_min over cool_len tokens, and the run ends there
+# done_nats: answer_nats), or, for a recipe with floor_len, once the run
+# has spent floor_len tokens at the cosine's floor (past its horizon)
+# whatever its answers, the learning rate falls linearly from the cosine's
+# value to lr_end (default lr_min) over cool_len tokens, and the run ends
+# there
 # (m1: at the cosine's 1.8e-3 the pass-key accuracy swung between 0.78 and
 # 1.0 from one evaluation to the next; the cool-down settles it; its answer
 # loss was far below answer_ok by then, so it cooled from cool_start
@@ -233,6 +236,13 @@ RECIPES = {
     # (~3x the tokens/s of 512), tasks drawn by their running loss, until
     # the answers hold; then 512 (multiq joins) until every task's nats an
     # answer is under done_nats, and the cool-down.
+    # The floor: the second run reached the cosine's floor at 25 M tokens;
+    # from there to 28 M vartrack's running nats an answer swung between
+    # 0.14 and 0.67 with no trend (the others at 0.003-0.07), so at a
+    # constant 1e-4 it would not reach done_nats. floor_len (added at
+    # 28.1 M) ends the run after 3 M tokens at the floor with a real
+    # cool-down, 2 M tokens down to 1e-5 (it was 200 k tokens to lr_min,
+    # i.e. no fall at all past the horizon).
     # The recipe of a first run (bench/model/train_m1t_run1.log; its
     # checkpoint was lost with its machine at 29.8 M tokens): 256, then 2.4
     # M tokens at 512 with tasks drawn uniformly (needle 100 %, the others
@@ -247,8 +257,8 @@ RECIPES = {
         (256, 16, 0.9, 200_000, 10_000_000, 512),
         (512, 8, 0.8, 0, 10**12)], adaptive_from=0, letters_from=0,
         answer_ok=0.15, done_nats=DONE_NATS, lr_max=1e-3, lr_min=1e-4,
-        horizon=25_000_000,
-        cool_start=200_000, cool_len=200_000, recompute_from=1 << 30,
+        horizon=25_000_000, floor_len=3_000_000, lr_end=1e-5,
+        cool_start=200_000, cool_len=2_000_000, recompute_from=1 << 30,
         eval_n=16, eval_every=1200.0),
 }
 ANSWER_EMA = 0.02
@@ -283,7 +293,7 @@ def lr_at(r, step, tokens, cur):
     lr = r["lr_min"] + 0.5 * (r["lr_max"] - r["lr_min"]) * (1 + math.cos(math.pi * f))
     if "cool_from" in cur:
         c = min(1.0, (cur["phase_tokens"] - cur["cool_from"]) / r["cool_len"])
-        lr = lr * (1.0 - c) + r["lr_min"] * c
+        lr = lr * (1.0 - c) + r.get("lr_end", r["lr_min"]) * c
     warm = step - cur.get("warm_from", step - WARMUP)
     if warm < WARMUP:
         lr *= (warm + 1) / WARMUP
@@ -357,14 +367,21 @@ def answer_nats(r, cur):
     return worst_task(r, cur, "task_nats", START_NATS)
 
 
-def cool_down_starts(r, cur):
-    """Whether the cool-down begins now: the last phase, cool_start tokens
-    into it, its answers_loss below answer_ok and, where the recipe has
-    done_nats, its answer_nats below that, not begun yet."""
-    return ("cool_from" not in cur and cur["phase"] == len(r["phases"]) - 1
-            and cur["phase_tokens"] >= r["cool_start"]
-            and answers_loss(r, cur) < r["answer_ok"]
-            and ("done_nats" not in r or answer_nats(r, cur) < r["done_nats"]))
+def cool_down_starts(r, cur, tokens=0):
+    """Why the cool-down begins now (None: it does not): not begun yet, the
+    last phase, cool_start tokens into it, and either its answers hold
+    (answers_loss below answer_ok and, where the recipe has done_nats, its
+    answer_nats below that) or, where the recipe has floor_len, the run's
+    tokens are floor_len past the cosine's horizon."""
+    if ("cool_from" in cur or cur["phase"] != len(r["phases"]) - 1
+            or cur["phase_tokens"] < r["cool_start"]):
+        return None
+    if (answers_loss(r, cur) < r["answer_ok"]
+            and ("done_nats" not in r or answer_nats(r, cur) < r["done_nats"])):
+        return "the answers hold"
+    if "floor_len" in r and tokens >= r["horizon"] + r["floor_len"]:
+        return f"{r['floor_len']} tokens at the floor"
+    return None
 
 
 def finished(r, cur):
@@ -472,10 +489,11 @@ def main():
                     "recipe's, m1 0, m2 2400)")
     ap.add_argument("--max-tokens", type=float, default=60e6)
     ap.add_argument("--max-seconds", type=float, default=None,
-                    help="end this invocation after this many seconds, "
-                    "with a checkpoint and snapshot (a run on a lent GPU "
-                    "machine that must hand its files back in time); "
-                    "rerun to go on")
+                    help="stop training after this many seconds; the "
+                    "held-out evaluation, checkpoint and snapshot follow "
+                    "(on the CPU about a minute for m2 at 1024: leave room "
+                    "for them on a lent GPU machine that must hand its "
+                    "files back in time); rerun to go on")
     ap.add_argument("--text", metavar="FILE",
                     help="the training text as `" + " ".join(KJV_CMD) +
                     "` prints it, for a machine without bible-kjv "
@@ -624,10 +642,14 @@ def main():
                   file=logf, flush=True)
             log_eval(logf, model, r, held, step, tokens, T)
             cur = dict(cur, phase=cur["phase"] + 1, phase_tokens=0)
-        if cool_down_starts(r, cur):
+        why = cool_down_starts(r, cur, tokens)
+        if why:
             cur["cool_from"] = cur["phase_tokens"]
-            print(f"# cool-down from step {step}, {tokens} tokens: answer loss "
-                  f"{answers_loss(r, cur):.3f}", file=logf, flush=True)
+            nats = (f", worst nats an answer {answer_nats(r, cur):.3f}"
+                    if r["tasks"] else "")
+            print(f"# cool-down from step {step}, {tokens} tokens ({why}): "
+                  f"answer loss {answers_loss(r, cur):.3f}{nats}",
+                  file=logf, flush=True)
         if step % 20 == 0:
             now = time.time()
             print(f"{step} {tokens} {now - t_start:.0f} {T} {lr:.2e} "

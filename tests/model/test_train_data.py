@@ -1,9 +1,10 @@
 """The training side of bench/model (train.py, tasks.py, export.py) where a
 silent mistake would cost a training run: the position skips of
 make_batch, its task draw, the model's position ids, the recipes' phases,
-the snapshots, the text file and time limit of a run on another machine
-and the weights file's reader. Run by ctest (test_model_train_data); skipped without torch.
-No KJV text is needed: the haystack here is a synthetic one."""
+the end of a run, the snapshots, the text file and time limit of a run on
+another machine and the weights file's reader. Run by ctest
+(test_model_train_data); skipped without torch. No KJV text is needed: the
+haystack here is a synthetic one."""
 import os
 import random
 import subprocess
@@ -250,6 +251,23 @@ def test_cool_down_waits_for_the_answers():
     assert r["lr_min"] < half < cosine and not train.finished(r, cur)
     cur["phase_tokens"] += r["cool_len"] // 2
     assert train.finished(r, cur)
+    # the floor: floor_len tokens past the horizon cool the run whatever
+    # its answers, down to lr_end
+    assert "floor_len" in r and r["lr_end"] < r["lr_min"]
+    bad = dict(cur, task_nats=dict(cur["task_nats"], vartrack=0.5))
+    del bad["cool_from"]
+    past = r["horizon"] + r["floor_len"]
+    assert not train.cool_down_starts(r, bad, past - 1)
+    assert train.cool_down_starts(r, bad, past) == (
+        f"{r['floor_len']} tokens at the floor")
+    bad["cool_from"] = bad["phase_tokens"]
+    assert train.lr_at(r, 10_000, past, bad) == pytest.approx(r["lr_min"])
+    bad["phase_tokens"] += r["cool_len"]
+    assert train.lr_at(r, 10_000, past, bad) == pytest.approx(r["lr_end"])
+    assert train.finished(r, bad)
+    # m1 and m2 have no floor: their cool-down waits for the answers
+    for name in ("m1", "m2"):
+        assert "floor_len" not in train.RECIPES[name]
     # an earlier phase never cools, whatever its answer loss
     assert not train.cool_down_starts(r, dict(cur, phase=0, answer_ema=0.0))
     # before adaptive_from (and for m1) the mean over answer bytes decides
@@ -351,22 +369,28 @@ def test_text_file_and_time_limit(tmp_path):
     assert (step, tokens, cur["phase"]) == (0, 0, 0)
 
 
-def test_committed_snapshot_goes_on():
-    """The committed m1t snapshot (what the next session resumes from)
-    loads into the m1t shape at a place in its recipe."""
-    m = train.Model(train.RECIPES["m1t"]["config"])
-    step, tokens, elapsed, cur, meta = train.load_snapshot(
-        os.path.join(MODEL_DIR, "data", "m1t_resume.pt"), m, "m1t")
-    assert step > 0 and tokens > 0 and elapsed > 0 and cur["warm_from"] == step
-    assert 0 <= cur["phase"] < len(train.RECIPES["m1t"]["phases"])
-    assert meta["init_tokens"] > 0
-
-
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
     assert c["n_layers"] == train.CONFIG_M1["n_layers"] and step > 0 < tokens
     train.Model(c).load_state_dict(sd)
+
+
+def test_committed_m1t_is_its_logged_run():
+    """model1t.pkvm is m1t as its committed log ended it: m1's shape, and
+    its header counts m1's steps and tokens plus those of the m1t run's
+    `# done` line (the run ended by its recipe, not stopped)."""
+    c, sd, step, tokens = export.read_weights(
+        os.path.join(MODEL_DIR, "data", "model1t.pkvm"))
+    assert all(c[k] == train.CONFIG_M1[k] for k in c if k != "norm_eps")
+    train.Model(c).load_state_dict(sd)
+    _, _, m1_step, m1_tokens = export.read_weights(
+        os.path.join(MODEL_DIR, "data", "model.pkvm"))
+    with open(os.path.join(MODEL_DIR, "train_m1t.log")) as f:
+        last = f.read().rstrip("\n").rsplit("\n", 1)[-1].split()
+    assert last[:2] == ["#", "done"], last
+    done_step, done_tokens = int(last[3]), int(last[5])
+    assert (step, tokens) == (m1_step + done_step, m1_tokens + done_tokens)
 
 
 if __name__ == "__main__":
