@@ -106,11 +106,17 @@ static void detail(const eval_opts *o, const pkm_model *m, const eval_row *rows,
             }
             for (int d = 0; d < EVAL_N_DEPTHS; d++)
                 if (n[d]) printf(" %5.1f", 100.0 * ok[d] / n[d]);
+            /* no prompt's answer occurs in its context as one string
+             * (multivalue, vartrack): nothing to count */
+            if (!r->held_n) {
+                printf("  held: n/a (the answer is not one string of the "
+                       "context)\n");
+                continue;
+            }
             printf("  held:");
             for (uint32_t l = 0; l < mc->n_layers; l++)
-                printf(" %.2f", r->held_n ? (double)r->held[l] /
-                                    ((double)r->held_n * mc->n_kv_heads)
-                                          : 0.0);
+                printf(" %.2f", (double)r->held[l] /
+                                    ((double)r->held_n * mc->n_kv_heads));
             printf("\n");
         }
     }
