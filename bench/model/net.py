@@ -1,6 +1,6 @@
 """The byte-level Llama-style decoders that bench/model runs in C, in torch.
 
-What this file owns: the two shapes (CONFIG_M1, CONFIG_M2) and the forward
+What this file owns: the shapes (CONFIG_M1, CONFIG_M2, CONFIG_M2G) and the forward
 pass (RMSNorm, rotary positions, grouped-query attention, SwiGLU), the
 definition train.py trains, export.py writes and reads and
 bench/python/press_model.py runs. docs/model.md states the same step in
@@ -45,6 +45,14 @@ CONFIG_M2 = dict(
     rope_theta=10000.0,
     norm_eps=1e-5,
 )
+
+
+# m2g: the second model's shape grown from m1t's (grow.py): m1's width,
+# head size, MLP and rotary base, with 12 layers, 4 KV heads of 4 query
+# heads each and 1024 positions (the rotary base's slowest pair: a
+# wavelength of 2 pi 10000^(30/32) = 35,000 positions).
+CONFIG_M2G = dict(CONFIG_M1, n_layers=12, n_heads=16, n_kv_heads=4,
+                  max_ctx=1024)
 
 
 class RMSNorm(nn.Module):

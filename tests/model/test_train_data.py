@@ -25,6 +25,7 @@ MODEL_DIR = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir,
                                           "bench", "model"))
 sys.path.insert(0, MODEL_DIR)
 import export  # noqa: E402
+import grow  # noqa: E402
 import tasks  # noqa: E402
 import train  # noqa: E402
 
@@ -367,6 +368,71 @@ def test_text_file_and_time_limit(tmp_path):
     step, tokens, _, cur, _ = train.load_snapshot(
         str(ck / "resume.pt"), train.Model(train.CONFIG_M1), "m1")
     assert (step, tokens, cur["phase"]) == (0, 0, 0)
+
+
+def test_grow_keeps_what_the_model_computes():
+    """A model grown to more layers, KV heads, query heads per KV head and
+    positions gives the source's logits at step 0; its new query heads and
+    layers add nothing (zero output weights) until training moves them;
+    a shape that is not a growth is refused."""
+    src = dict(train.CONFIG_M1, dim=32, n_layers=3, n_heads=4, n_kv_heads=2,
+               head_dim=8, ffn_dim=48, max_ctx=64)
+    dst = dict(src, n_layers=5, n_heads=12, n_kv_heads=3, max_ctx=128)
+    torch.manual_seed(5)
+    a = train.Model(src)
+    with torch.no_grad():  # weights far from the init, as trained ones are
+        for n, t in a.named_parameters():
+            t.normal_(1.0 if n.endswith("norm.weight") else 0.0, 0.3)
+    b = train.Model(dst)
+    sd = grow.grow(a.state_dict(), src, dst)
+    b.load_state_dict(sd)
+    a.eval(), b.eval()
+    x = torch.randint(0, 256, (2, 64))
+    with torch.no_grad():
+        la, lb = a(x), b(x)
+    assert (la - lb).abs().max().item() <= 1e-4 * max(1.0, la.abs().max().item())
+    assert grow.place(3, 5) == [0, 2, 4]
+    hd = src["head_dim"]
+    # layer 1 is new: both residual branches start at zero
+    assert not sd["layers.1.wo.weight"].any() and not sd["layers.1.w2.weight"].any()
+    # in a kept layer, KV head 1's query slots 4 and 5 are source heads 2
+    # and 3; slots 6 and 7 and the new KV head's 8-11 write nothing
+    wo, swo = sd["layers.2.wo.weight"], a.state_dict()["layers.1.wo.weight"]
+    assert torch.equal(wo[:, 4 * hd:6 * hd], swo[:, 2 * hd:4 * hd])
+    assert not wo[:, 6 * hd:8 * hd].any() and not wo[:, 8 * hd:].any()
+    assert sd["layers.2.wq.weight"][6 * hd:].abs().sum() > 0
+    # the new weights are seeded: the same growth twice is the same model
+    again = grow.grow(a.state_dict(), src, dst)
+    assert all(torch.equal(sd[k], again[k]) for k in sd)
+    for bad in (dict(dst, head_dim=16), dict(dst, n_layers=2),
+                dict(dst, n_heads=3)):
+        with pytest.raises(ValueError):
+            grow.grow(a.state_dict(), src, bad)
+
+
+def test_m2g_starts_from_m1t_grown():
+    """Recipe m2g is the second model's shape (12 layers, 4 KV heads of 4
+    query heads, 1024 positions) grown from m1t's weights file: init_state
+    grows an m1-shape file, takes one of its own shape as it is, and
+    refuses another."""
+    r = train.RECIPES["m2g"]
+    c = r["config"]
+    assert c["n_layers"] >= 12 and c["n_kv_heads"] >= 4
+    assert c["n_heads"] == 4 * c["n_kv_heads"] and c["max_ctx"] >= 1024
+    assert r["init"] == "m1t" and r["init_config"] == train.CONFIG_M1
+    grow.check(r["init_config"], c)
+    small = dict(train.CONFIG_M1, n_layers=1, ffn_dim=8)
+    with pytest.raises(ValueError):
+        train.init_state(r, small, {})
+    sd = train.Model(train.CONFIG_M1).state_dict()
+    grown = train.init_state(r, train.CONFIG_M1, sd)
+    train.Model(c).load_state_dict(grown)
+    assert train.init_state(r, c, grown) is grown
+    # the committed m1t file (its rope_theta and norm_eps read back as
+    # float32) grows too
+    c1t, sd1t, _, _ = export.read_weights(
+        os.path.join(MODEL_DIR, "data", "model1t.pkvm"))
+    train.Model(c).load_state_dict(train.init_state(r, c1t, sd1t))
 
 
 def test_committed_weights_read_back():
