@@ -239,9 +239,10 @@ RECIPES = {
     # answer is under done_nats, and the cool-down.
     # The floor: the second run reached the cosine's floor at 25 M tokens;
     # from there to 28 M vartrack's running nats an answer swung between
-    # 0.14 and 0.67 with no trend (the others at 0.003-0.07), so at a
+    # 0.14 and 0.76 with no trend (the others at 0.003-0.07), so at a
     # constant 1e-4 it would not reach done_nats. floor_len (added at
-    # 28.1 M) ends the run after 3 M tokens at the floor with a real
+    # 27.9 M, the run resumed from its checkpoint there) ends the run
+    # after 3 M tokens at the floor with a real
     # cool-down, 2 M tokens down to 1e-5 (it was 200 k tokens to lr_min,
     # i.e. no fall at all past the horizon).
     # The recipe of a first run (bench/model/train_m1t_run1.log; its
