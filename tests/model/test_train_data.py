@@ -435,6 +435,22 @@ def test_m2g_starts_from_m1t_grown():
     train.Model(c).load_state_dict(train.init_state(r, c1t, sd1t))
 
 
+def test_committed_snapshot_goes_on():
+    """The committed m2g snapshot (what the next session resumes from)
+    loads into m2g's shape at a place in its recipe, and its committed log
+    ends where the snapshot is."""
+    r = train.RECIPES["m2g"]
+    m = train.Model(r["config"])
+    step, tokens, elapsed, cur, meta = train.load_snapshot(
+        os.path.join(MODEL_DIR, "data", "m2g_resume.pt"), m, "m2g")
+    assert step > 0 and tokens > 0 and elapsed > 0 and cur["warm_from"] == step
+    assert 0 <= cur["phase"] < len(r["phases"])
+    assert meta["init_tokens"] > 0
+    with open(os.path.join(MODEL_DIR, "train_m2g.log")) as f:
+        steps = [int(ln.split()[0]) for ln in f if ln[:1].isdigit()]
+    assert steps and steps[-1] <= step < steps[-1] + 20
+
+
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
