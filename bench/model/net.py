@@ -1,12 +1,13 @@
 """The byte-level Llama-style decoders that bench/model runs in C, in torch.
 
-What this file owns: the shapes (CONFIG_M1, CONFIG_M2, CONFIG_M2G) and the forward
-pass (RMSNorm, rotary positions, grouped-query attention, SwiGLU), the
-definition train.py trains, export.py writes and reads and
-bench/python/press_model.py runs. docs/model.md states the same step in
+What this file owns: the shapes (CONFIG_M1, CONFIG_M2, CONFIG_M2G;
+same_shape compares two) and the forward pass (RMSNorm, rotary positions,
+grouped-query attention, SwiGLU), the definition train.py trains,
+export.py writes and reads and bench/python/press_model.py runs. docs/model.md states the same step in
 words; the C runtime (pkm_model.c) is tested against its logits.
 """
 import math
+import struct
 
 import torch
 import torch.nn as nn
@@ -53,6 +54,16 @@ CONFIG_M2 = dict(
 # wavelength of 2 pi 10000^(30/32) = 35,000 positions).
 CONFIG_M2G = dict(CONFIG_M1, n_layers=12, n_heads=16, n_kv_heads=4,
                   max_ctx=1024)
+
+
+def same_shape(a, b):
+    """Whether two shapes are one: the same fields, every one equal, the
+    float ones (rope_theta, norm_eps) as the float32 a weights file
+    stores them."""
+    def f32(x):
+        return struct.unpack("<f", struct.pack("<f", x))[0] \
+            if isinstance(x, float) else x
+    return a.keys() == b.keys() and all(f32(a[k]) == f32(b[k]) for k in a)
 
 
 class RMSNorm(nn.Module):

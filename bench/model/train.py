@@ -47,7 +47,7 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tasks  # noqa: E402
 from net import (CONFIG_M1, CONFIG_M2, CONFIG_M2G, Model,  # noqa: E402,F401
-                 RMSNorm, apply_rope, rope_tables)
+                 RMSNorm, apply_rope, rope_tables, same_shape)
 import grow  # noqa: E402
 
 # ------------------------------------------------------------------ data ---
@@ -305,11 +305,9 @@ def init_state(r, c, sd):
     file's shape c and weights sd: sd itself where c is the recipe's
     shape, sd grown to it (grow.py) where c is its init_config; else
     ValueError."""
-    def same(a, b):
-        return all(a[k] == b[k] for k in a if k != "norm_eps")
-    if same(c, r["config"]):
+    if same_shape(c, r["config"]):
         return sd
-    if "init_config" in r and same(c, r["init_config"]):
+    if "init_config" in r and same_shape(c, r["init_config"]):
         return grow.grow(sd, c, r["config"])
     raise ValueError(f"shape {c}, the recipe starts from "
                      f"{r.get('init_config', r['config'])}")
