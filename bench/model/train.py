@@ -17,7 +17,8 @@ Run (niced, background, resumable; rerun the same command to resume):
   nice -n 19 /usr/bin/python3 bench/model/train.py --model m2 --ckpt-dir CKPT2
 The script resumes from CKPT_DIR/last.pt when it exists; the training log is
 appended to CKPT_DIR/train.log (copied into the repo as bench/model/train.log,
-train_m1t.log and train_m2.log). On another machine a run goes on from the
+train_m1t.log, train_m2.log and train_m2g.log), its lines past last.pt's step
+dropped when a run resumes from it. On another machine a run goes on from the
 snapshot CKPT_DIR/resume.pt it writes beside last.pt (weights and place in
 the recipe, no optimizer state; committed as bench/model/data/RECIPE_resume.pt):
   --resume SNAPSHOT, which wins over --init. --device cuda runs the same
@@ -502,6 +503,27 @@ def load_snapshot(path, model, name):
     return st["step"], st["tokens"], st["elapsed"], cur, meta
 
 
+def log_upto(lines, step):
+    """The lines of a training log that a checkpoint at step has seen: all
+    before the first step line (a line that starts with a digit) past step,
+    so a run killed after its last checkpoint and resumed from it logs each
+    step once, and a committed log ends at its snapshot."""
+    for i, ln in enumerate(lines):
+        if ln[:1].isdigit() and int(ln.split()[0]) > step:
+            return lines[:i]
+    return lines
+
+
+def cut_log(path, step):
+    """Rewrite the log at path to log_upto(its lines, step)."""
+    with open(path) as f:
+        lines = f.readlines()
+    kept = log_upto(lines, step)
+    if len(kept) < len(lines):
+        with open(path, "w") as f:
+            f.writelines(kept)
+
+
 def log_eval(logf, model, r, held, step, tokens, T):
     """Accuracy at the phase's context T and, where T is shorter, at the
     model's full context (the length model_eval runs)."""
@@ -593,7 +615,7 @@ def main():
     os.makedirs(args.ckpt_dir, exist_ok=True)
     ck = os.path.join(args.ckpt_dir, "last.pt")
     snap = os.path.join(args.ckpt_dir, "resume.pt")
-    logf = open(os.path.join(args.ckpt_dir, "train.log"), "a")
+    logp = os.path.join(args.ckpt_dir, "train.log")
     step, tokens, elapsed = 0, 0, 0.0
     cur = dict(phase=0, phase_tokens=0, answer_ema=START_LOSS)
     init_meta = {}
@@ -607,6 +629,9 @@ def main():
         # checkpoints written before the adaptive curriculum were in phase 0
         cur = st.get("curriculum", dict(cur, phase_tokens=tokens))
         init_meta.update({k: st[k] for k in ("init_step", "init_tokens") if k in st})
+        if os.path.exists(logp):
+            cut_log(logp, step)
+        logf = open(logp, "a")
         print(f"# resumed at step {step}, {tokens} tokens, curriculum {cur}, "
               f"phases={phases}", file=logf, flush=True)
     elif args.resume:
@@ -615,10 +640,12 @@ def main():
         # a fresh draw from here: the snapshot keeps no random state
         rng = random.Random(args.seed + step)
         torch.manual_seed(args.seed + step)
+        logf = open(logp, "a")
         print(f"# resumed from snapshot {args.resume} at step {step}, {tokens} "
               f"tokens, optimizer fresh (warmup {WARMUP} steps), curriculum "
               f"{cur}, phases={phases}", file=logf, flush=True)
     else:
+        logf = open(logp, "a")
         init = ""
         if r.get("init"):
             if not args.init:

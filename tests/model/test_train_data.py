@@ -450,6 +450,16 @@ def test_committed_snapshot_goes_on():
     assert steps and steps[-1] <= step < steps[-1] + 20
 
 
+def test_log_upto_drops_steps_past_the_checkpoint():
+    """A run killed after its checkpoint at step 508 logged 520 and 540 and
+    an evaluation at 540; resumed from 508 its log keeps what 508 saw."""
+    lines = ["# start\n", "# step tokens\n", "500 1 2\n", "# task x\n",
+             "520 3 4\n", "540 5 6\n", "# task y\n"]
+    assert train.log_upto(lines, 508) == lines[:4]
+    assert train.log_upto(lines, 540) == lines
+    assert train.log_upto(lines, 499) == lines[:2]
+
+
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
