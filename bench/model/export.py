@@ -31,7 +31,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import net  # noqa: E402  (the model definition)
-import train  # noqa: E402  (the recipes and the text)
+import recipes  # noqa: E402  (the recipes)
+import train  # noqa: E402  (the text)
 
 MAGIC = b"PKVM"
 VERSION = 1
@@ -121,7 +122,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--heldout", help="also write the held-out text here")
-    ap.add_argument("--random", choices=sorted(train.RECIPES),
+    ap.add_argument("--random", choices=sorted(recipes.RECIPES),
                     help="a random-init model of this recipe, no checkpoint")
     args = ap.parse_args()
     if not args.ckpt and not args.random:
@@ -129,7 +130,7 @@ def main():
     torch.set_num_threads(1)
     if args.random:
         torch.manual_seed(7)
-        model = net.Model(train.RECIPES[args.random]["config"])
+        model = net.Model(recipes.RECIPES[args.random]["config"])
         with torch.no_grad():
             for n, t in model.named_parameters():
                 if n.endswith("norm.weight"):

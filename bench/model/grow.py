@@ -1,7 +1,7 @@
 """Grow a trained model into a larger shape without changing what it computes.
 
 What this file owns: grow(), the function-preserving map from a trained
-model's weights (m1t) to the start of recipe m2g (train.py): more layers,
+model's weights (m1t) to the start of recipe m2g (recipes.py): more layers,
 more KV heads, more query heads per KV head, a longer context, the same
 width, head size, MLP and rotary base. docs/model.md, "The models", says
 why and what it costs (m2g is not independent of m1t).

@@ -1,7 +1,7 @@
 /*
  * pkm_model.c - loads the weights file of docs/model.md and runs the
  * decoder one token at a time against per-(layer, KV head) K/V slots.
- * The arithmetic follows bench/model/train.py (class Model) exactly:
+ * The arithmetic follows bench/model/net.py (class Model) exactly:
  * RMSNorm, rotary embeddings on pairs (i, i + head_dim/2) with the query
  * pre-scaled by 1/sqrt(head_dim), grouped-query attention (query head h
  * reads KV head h / (n_heads / n_kv_heads)), SwiGLU, untied output.

@@ -27,11 +27,13 @@ sys.path.insert(0, MODEL_DIR)
 import export  # noqa: E402
 import grow  # noqa: E402
 import tasks  # noqa: E402
+import net  # noqa: E402
+import recipes  # noqa: E402
 import train  # noqa: E402
 
 TEXT = b"".join(b"verse %d of a haystack that is only text.\n" % i
                 for i in range(4000))
-SMALL = dict(train.CONFIG_M2, dim=32, n_layers=2, ffn_dim=48, max_ctx=256)
+SMALL = dict(net.CONFIG_M2, dim=32, n_layers=2, ffn_dim=48, max_ctx=256)
 
 
 def test_sample_tail_marks_the_first_question():
@@ -93,32 +95,32 @@ def test_tasks_drawn_by_their_running_loss():
     assert drawn.count("vartrack") > 0.9 * n_task
     for i, t in enumerate(drawn):  # text rows carry no answer weight
         assert bool((w[i] > 1).any()) == (t is not None)
-    r = train.RECIPES["m2"]
-    assert train.task_weights(r, dict(phase=r["adaptive_from"] - 1)) is None
-    assert train.task_weights(train.RECIPES["m1"], dict(phase=2)) is None
+    r = recipes.RECIPES["m2"]
+    assert recipes.task_weights(r, dict(phase=r["adaptive_from"] - 1)) is None
+    assert recipes.task_weights(recipes.RECIPES["m1"], dict(phase=2)) is None
     cur = dict(phase=r["adaptive_from"])
-    tw = train.task_weights(r, cur)
-    assert set(tw) == set(train.phase_tasks(r, cur)) >= set(tasks.TASKS)
+    tw = recipes.task_weights(r, cur)
+    assert set(tw) == set(recipes.phase_tasks(r, cur)) >= set(tasks.TASKS)
     assert len(set(tw.values())) == 1
     ce = torch.zeros(3, 8)
     wt = torch.ones(3, 8)
     ce[0, 2:4], wt[0, 2:4] = 5.0, 8.0   # a vartrack answer at loss 5
     ce[1, 5], wt[1, 5] = 0.0, 8.0       # a needle answer at loss 0
-    train.update_task_ema(cur, ["vartrack", "needle", None], ce, wt)
-    tw = train.task_weights(r, cur)
+    recipes.update_task_ema(cur, ["vartrack", "needle", None], ce, wt)
+    tw = recipes.task_weights(r, cur)
     assert tw["vartrack"] > tw["multikey"] > tw["needle"] > 0
     # nats an answer: the answer bytes' sum over the runs of answer bytes
-    n0 = train.START_NATS
+    n0 = recipes.START_NATS
     assert cur["task_nats"]["vartrack"] == pytest.approx(
-        n0 + train.TASK_EMA * (10.0 - n0))
+        n0 + recipes.TASK_EMA * (10.0 - n0))
     assert cur["task_nats"]["needle"] == pytest.approx(
-        n0 * (1 - train.TASK_EMA))
+        n0 * (1 - recipes.TASK_EMA))
     ce, wt = torch.zeros(1, 12), torch.ones(1, 12)
     ce[0, 0:2], wt[0, 0:2] = 1.0, 8.0   # two answers, as multiq's:
     ce[0, 5:8], wt[0, 5:8] = 2.0, 8.0   # 2 + 6 nats over 2 answers
-    train.update_task_ema(cur, ["multiq"], ce, wt)
+    recipes.update_task_ema(cur, ["multiq"], ce, wt)
     assert cur["task_nats"]["multiq"] == pytest.approx(
-        n0 + train.TASK_EMA * (4.0 - n0))
+        n0 + recipes.TASK_EMA * (4.0 - n0))
 
 
 def test_letter_key_trains_from_its_phase():
@@ -139,13 +141,13 @@ def test_letter_key_trains_from_its_phase():
     assert tasks.fits(tasks.LETTER_KEY, 256)
     assert tasks.LETTER_KEY not in tasks.TASKS
     for name in ("m1t", "m2"):
-        r = train.RECIPES[name]
+        r = recipes.RECIPES[name]
         lf = r["letters_from"]
-        assert tasks.LETTER_KEY not in train.phase_tasks(r, dict(phase=lf - 1))
+        assert tasks.LETTER_KEY not in recipes.phase_tasks(r, dict(phase=lf - 1))
         cur = dict(phase=lf)
-        assert tasks.LETTER_KEY in train.phase_tasks(r, cur)
-        assert tasks.LETTER_KEY in train.task_weights(r, cur)
-    assert train.phase_tasks(train.RECIPES["m1"], dict(phase=2)) is None
+        assert tasks.LETTER_KEY in recipes.phase_tasks(r, cur)
+        assert tasks.LETTER_KEY in recipes.task_weights(r, cur)
+    assert recipes.phase_tasks(recipes.RECIPES["m1"], dict(phase=2)) is None
 
 
 def test_repeat_trains_from_its_phase():
@@ -166,12 +168,12 @@ def test_repeat_trains_from_its_phase():
     assert lengths == set(range(tasks.REPEAT_MIN, tasks.REPEAT_MAX + 1))
     assert alphabets == set(tasks.REPEAT_ALPHABETS)
     assert tasks.fits(tasks.REPEAT, 256) and tasks.REPEAT not in tasks.TASKS
-    r = train.RECIPES["m2"]
+    r = recipes.RECIPES["m2"]
     rf = r["repeat_from"]
-    assert tasks.REPEAT not in train.phase_tasks(r, dict(phase=rf - 1))
-    assert tasks.REPEAT in train.task_weights(r, dict(phase=rf))
-    m1t = train.RECIPES["m1t"]
-    assert tasks.REPEAT not in train.phase_tasks(m1t, dict(phase=10))
+    assert tasks.REPEAT not in recipes.phase_tasks(r, dict(phase=rf - 1))
+    assert tasks.REPEAT in recipes.task_weights(r, dict(phase=rf))
+    m1t = recipes.RECIPES["m1t"]
+    assert tasks.REPEAT not in recipes.phase_tasks(m1t, dict(phase=10))
 
 
 def test_position_ids_are_what_the_runtime_computes():
@@ -179,7 +181,7 @@ def test_position_ids_are_what_the_runtime_computes():
     the logits of the same bytes placed that far apart (rope is relative:
     shifting every position by one amount changes nothing)."""
     torch.manual_seed(0)
-    m = train.Model(SMALL).eval()
+    m = net.Model(SMALL).eval()
     x = torch.randint(0, 256, (2, 40))
     with torch.no_grad():
         a = m(x)
@@ -195,11 +197,11 @@ def test_position_ids_are_what_the_runtime_computes():
 
 
 def test_phases_default_span_and_recipes_fit():
-    assert train.phase_of((128, 4, 0.5, 0, 10)) == (128, 4, 0.5, 0, 10, 128)
-    assert train.phase_of((128, 4, 0.5, 0, 10, 1024))[5] == 1024
-    for name, r in train.RECIPES.items():
+    assert recipes.phase_of((128, 4, 0.5, 0, 10)) == (128, 4, 0.5, 0, 10, 128)
+    assert recipes.phase_of((128, 4, 0.5, 0, 10, 1024))[5] == 1024
+    for name, r in recipes.RECIPES.items():
         for ph in r["phases"]:
-            T, B, pn, lo, hi, span = train.phase_of(ph)
+            T, B, pn, lo, hi, span = recipes.phase_of(ph)
             assert T <= span <= r["config"]["max_ctx"], name
             assert lo <= hi, name
             if r["tasks"]:
@@ -207,7 +209,7 @@ def test_phases_default_span_and_recipes_fit():
         if r["tasks"]:  # every task is trained at some phase
             assert all(any(tasks.fits(t, ph[0]) for ph in r["phases"])
                        for t in r["tasks"]), name
-    m2 = train.CONFIG_M2
+    m2 = net.CONFIG_M2
     assert m2["n_layers"] >= 12 and m2["n_kv_heads"] >= 4
     assert m2["n_heads"] == 4 * m2["n_kv_heads"] and m2["max_ctx"] >= 1024
 
@@ -215,89 +217,89 @@ def test_phases_default_span_and_recipes_fit():
 def test_cool_down_waits_for_the_answers():
     """The last phase cools only once its answer loss is below answer_ok:
     a run whose copy has not formed keeps the cosine's rate and goes on."""
-    r = dict(train.RECIPES["m1t"])
+    r = dict(recipes.RECIPES["m1t"])
     last = len(r["phases"]) - 1
     ok = r["answer_ok"] / 2
     cur = dict(phase=last, phase_tokens=r["cool_start"] + 10 * r["cool_len"],
                answer_ema=ok)
-    cosine = train.lr_at(r, 10_000, 3_000_000, cur)
+    cosine = recipes.lr_at(r, 10_000, 3_000_000, cur)
     # adaptive phases judge by the worst task: none measured yet
-    assert not train.cool_down_starts(r, cur) and not train.finished(r, cur)
+    assert not recipes.cool_down_starts(r, cur) and not recipes.finished(r, cur)
     assert cosine > 5 * r["lr_min"]
     # one task not learnt holds the run back, whatever the mean
     cur["task_ema"] = {t: ok for t in r["tasks"]}
     cur["task_ema"]["vartrack"] = 1.5
-    assert not train.cool_down_starts(r, cur)
+    assert not recipes.cool_down_starts(r, cur)
     # the training-only tasks do not count
     cur["task_ema"].update(vartrack=ok, **{tasks.LETTER_KEY: 3.0,
                                            tasks.REPEAT: 3.0})
-    assert train.answers_loss(r, cur) == ok
+    assert recipes.answers_loss(r, cur) == ok
     # low nats a byte is not enough: each task's nats an answer must be
     # below done_nats too (none measured yet: a guess of five digits)
-    assert not train.cool_down_starts(r, cur)
+    assert not recipes.cool_down_starts(r, cur)
     done = r["done_nats"] / 2
     cur["task_nats"] = {t: done for t in r["tasks"]}
     cur["task_nats"]["multiq"] = 0.2
-    assert train.answer_nats(r, cur) == 0.2
-    assert not train.cool_down_starts(r, cur)
+    assert recipes.answer_nats(r, cur) == 0.2
+    assert not recipes.cool_down_starts(r, cur)
     cur["task_nats"].update(multiq=done, **{tasks.LETTER_KEY: 9.0,
                                             tasks.REPEAT: 9.0})
-    assert train.answer_nats(r, cur) == done
-    assert train.cool_down_starts(r, cur)
+    assert recipes.answer_nats(r, cur) == done
+    assert recipes.cool_down_starts(r, cur)
     cur["cool_from"] = cur["phase_tokens"]
-    assert not train.cool_down_starts(r, cur)
-    assert train.lr_at(r, 10_000, 3_000_000, cur) == pytest.approx(cosine)
+    assert not recipes.cool_down_starts(r, cur)
+    assert recipes.lr_at(r, 10_000, 3_000_000, cur) == pytest.approx(cosine)
     cur["phase_tokens"] += r["cool_len"] // 2
-    half = train.lr_at(r, 10_000, 3_000_000, cur)
-    assert r["lr_min"] < half < cosine and not train.finished(r, cur)
+    half = recipes.lr_at(r, 10_000, 3_000_000, cur)
+    assert r["lr_min"] < half < cosine and not recipes.finished(r, cur)
     cur["phase_tokens"] += r["cool_len"] // 2
-    assert train.finished(r, cur)
+    assert recipes.finished(r, cur)
     # the floor: floor_len tokens past the horizon cool the run whatever
     # its answers, down to lr_end
     assert "floor_len" in r and r["lr_end"] < r["lr_min"]
     bad = dict(cur, task_nats=dict(cur["task_nats"], vartrack=0.5))
     del bad["cool_from"]
     past = r["horizon"] + r["floor_len"]
-    assert not train.cool_down_starts(r, bad, past - 1)
-    assert train.cool_down_starts(r, bad, past) == (
+    assert not recipes.cool_down_starts(r, bad, past - 1)
+    assert recipes.cool_down_starts(r, bad, past) == (
         f"{r['floor_len']} tokens at the floor")
     bad["cool_from"] = bad["phase_tokens"]
-    assert train.lr_at(r, 10_000, past, bad) == pytest.approx(r["lr_min"])
+    assert recipes.lr_at(r, 10_000, past, bad) == pytest.approx(r["lr_min"])
     bad["phase_tokens"] += r["cool_len"]
-    assert train.lr_at(r, 10_000, past, bad) == pytest.approx(r["lr_end"])
-    assert train.finished(r, bad)
+    assert recipes.lr_at(r, 10_000, past, bad) == pytest.approx(r["lr_end"])
+    assert recipes.finished(r, bad)
     # m1 and m2 have no floor: their cool-down waits for the answers
     for name in ("m1", "m2"):
-        assert "floor_len" not in train.RECIPES[name]
+        assert "floor_len" not in recipes.RECIPES[name]
     # an earlier phase never cools, whatever its answer loss
-    assert not train.cool_down_starts(r, dict(cur, phase=0, answer_ema=0.0))
+    assert not recipes.cool_down_starts(r, dict(cur, phase=0, answer_ema=0.0))
     # before adaptive_from (and for m1) the mean over answer bytes decides
-    m2 = train.RECIPES["m2"]
+    m2 = recipes.RECIPES["m2"]
     assert m2["adaptive_from"] > 0
-    assert train.answers_loss(m2, dict(cur, phase=0, answer_ema=0.7)) == 0.7
-    m1 = train.RECIPES["m1"]
-    assert train.answers_loss(m1, dict(phase=2, answer_ema=0.1)) == 0.1
+    assert recipes.answers_loss(m2, dict(cur, phase=0, answer_ema=0.7)) == 0.7
+    m1 = recipes.RECIPES["m1"]
+    assert recipes.answers_loss(m1, dict(phase=2, answer_ema=0.1)) == 0.1
 
 
 def test_answers_loss_leaves_out_tasks_that_do_not_fit():
     """At 256 positions multiq does not fit: m1t's first phase ends on the
     other four."""
-    r = train.RECIPES["m1t"]
+    r = recipes.RECIPES["m1t"]
     cur = dict(phase=0, answer_ema=2.0,
                task_ema={t: 0.05 for t in tasks.TASKS})
     cur["task_ema"]["multiq"] = 2.0
     assert r["phases"][0][0] == 256 and not tasks.fits("multiq", 256)
-    assert train.answers_loss(r, cur) == 0.05
+    assert recipes.answers_loss(r, cur) == 0.05
 
 
 def test_weights_file_round_trip(tmp_path):
     torch.manual_seed(1)
-    m = train.Model(SMALL).eval()
+    m = net.Model(SMALL).eval()
     f = str(tmp_path / "m.pkvm")
     export.write_weights(f, m, dict(step=12, tokens=3456))
     c, sd, step, tokens = export.read_weights(f)
     assert (step, tokens) == (12, 3456)
-    assert train.same_shape(c, SMALL)
+    assert net.same_shape(c, SMALL)
     for k, v in m.state_dict().items():
         assert torch.equal(sd[k], v), k
     raw = open(f, "rb").read()
@@ -314,14 +316,14 @@ def test_snapshot_resumes_the_run(tmp_path):
     the weights exactly and the run's place in its recipe; the resumed
     run's fresh optimizer warms up again to the cosine's rate."""
     torch.manual_seed(2)
-    m = train.Model(SMALL)
-    r = train.RECIPES["m1t"]
+    m = net.Model(SMALL)
+    r = recipes.RECIPES["m1t"]
     cur = dict(phase=1, phase_tokens=5000, answer_ema=0.3,
                task_ema={"needle": 0.01}, task_nats={"needle": 0.05})
     f = str(tmp_path / "resume.pt")
     train.save_snapshot(f, m, 7000, 9_000_000, 3600.0, cur, "m1t",
                         dict(init_step=2283, init_tokens=4675584))
-    m2 = train.Model(SMALL)
+    m2 = net.Model(SMALL)
     step, tokens, elapsed, cur2, meta = train.load_snapshot(f, m2, "m1t")
     assert (step, tokens, elapsed) == (7000, 9_000_000, 3600.0)
     assert cur2 == dict(cur, warm_from=7000)
@@ -329,15 +331,15 @@ def test_snapshot_resumes_the_run(tmp_path):
     for k, v in m.state_dict().items():
         assert torch.equal(m2.state_dict()[k], v), k
     assert os.path.getsize(f) < 1.2 * 4 * sum(p.numel() for p in m.parameters()) + 8192
-    cosine = train.lr_at(r, 7000, 9_000_000, cur)
-    assert train.lr_at(r, 7000, 9_000_000, cur2) == pytest.approx(cosine / train.WARMUP)
-    half = 7000 + train.WARMUP // 2
-    assert train.lr_at(r, half, 9_000_000, cur2) == pytest.approx(
-        train.lr_at(r, half, 9_000_000, cur) * (train.WARMUP // 2 + 1) / train.WARMUP)
-    done = 7000 + train.WARMUP
-    assert train.lr_at(r, done, 9_000_000, cur2) == train.lr_at(r, done, 9_000_000, cur)
+    cosine = recipes.lr_at(r, 7000, 9_000_000, cur)
+    assert recipes.lr_at(r, 7000, 9_000_000, cur2) == pytest.approx(cosine / recipes.WARMUP)
+    half = 7000 + recipes.WARMUP // 2
+    assert recipes.lr_at(r, half, 9_000_000, cur2) == pytest.approx(
+        recipes.lr_at(r, half, 9_000_000, cur) * (recipes.WARMUP // 2 + 1) / recipes.WARMUP)
+    done = 7000 + recipes.WARMUP
+    assert recipes.lr_at(r, done, 9_000_000, cur2) == recipes.lr_at(r, done, 9_000_000, cur)
     # a run that never resumed warms up from step 0 only
-    assert train.lr_at(r, 0, 0, dict(phase=0)) == r["lr_max"] / train.WARMUP
+    assert recipes.lr_at(r, 0, 0, dict(phase=0)) == r["lr_max"] / recipes.WARMUP
     with pytest.raises(ValueError):
         train.load_snapshot(f, m2, "m2")
 
@@ -365,7 +367,7 @@ def test_text_file_and_time_limit(tmp_path):
     assert "# stopped at --max-seconds, step 0 tokens 0" in log
     assert "# done" not in log
     step, tokens, _, cur, _ = train.load_snapshot(
-        str(ck / "resume.pt"), train.Model(train.CONFIG_M1), "m1")
+        str(ck / "resume.pt"), net.Model(net.CONFIG_M1), "m1")
     assert (step, tokens, cur["phase"]) == (0, 0, 0)
 
 
@@ -374,15 +376,15 @@ def test_grow_keeps_what_the_model_computes():
     positions gives the source's logits at step 0; its new query heads and
     layers add nothing (zero output weights) until training moves them;
     a shape that is not a growth is refused."""
-    src = dict(train.CONFIG_M1, dim=32, n_layers=3, n_heads=4, n_kv_heads=2,
+    src = dict(net.CONFIG_M1, dim=32, n_layers=3, n_heads=4, n_kv_heads=2,
                head_dim=8, ffn_dim=48, max_ctx=64)
     dst = dict(src, n_layers=5, n_heads=12, n_kv_heads=3, max_ctx=128)
     torch.manual_seed(5)
-    a = train.Model(src)
+    a = net.Model(src)
     with torch.no_grad():  # weights far from the init, as trained ones are
         for n, t in a.named_parameters():
             t.normal_(1.0 if n.endswith("norm.weight") else 0.0, 0.3)
-    b = train.Model(dst)
+    b = net.Model(dst)
     sd = grow.grow(a.state_dict(), src, dst)
     b.load_state_dict(sd)
     a.eval(), b.eval()
@@ -414,32 +416,32 @@ def test_m2g_starts_from_m1t_grown():
     query heads, 1024 positions) grown from m1t's weights file: init_state
     grows an m1-shape file, takes one of its own shape as it is, and
     refuses another."""
-    r = train.RECIPES["m2g"]
+    r = recipes.RECIPES["m2g"]
     c = r["config"]
     assert c["n_layers"] >= 12 and c["n_kv_heads"] >= 4
     assert c["n_heads"] == 4 * c["n_kv_heads"] and c["max_ctx"] >= 1024
-    assert r["init"] == "m1t" and r["init_config"] == train.CONFIG_M1
+    assert r["init"] == "m1t" and r["init_config"] == net.CONFIG_M1
     grow.check(r["init_config"], c)
-    small = dict(train.CONFIG_M1, n_layers=1, ffn_dim=8)
+    small = dict(net.CONFIG_M1, n_layers=1, ffn_dim=8)
     with pytest.raises(ValueError):
-        train.init_state(r, small, {})
-    sd = train.Model(train.CONFIG_M1).state_dict()
-    grown = train.init_state(r, train.CONFIG_M1, sd)
-    train.Model(c).load_state_dict(grown)
-    assert train.init_state(r, c, grown) is grown
+        recipes.init_state(r, small, {})
+    sd = net.Model(net.CONFIG_M1).state_dict()
+    grown = recipes.init_state(r, net.CONFIG_M1, sd)
+    net.Model(c).load_state_dict(grown)
+    assert recipes.init_state(r, c, grown) is grown
     # the committed m1t file (its rope_theta and norm_eps read back as
     # float32) grows too
     c1t, sd1t, _, _ = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model1t.pkvm"))
-    train.Model(c).load_state_dict(train.init_state(r, c1t, sd1t))
+    net.Model(c).load_state_dict(recipes.init_state(r, c1t, sd1t))
 
 
 def test_committed_snapshot_goes_on():
     """The committed m2g snapshot (what the next session resumes from)
     loads into m2g's shape at a place in its recipe, and its committed log
     ends where the snapshot is."""
-    r = train.RECIPES["m2g"]
-    m = train.Model(r["config"])
+    r = recipes.RECIPES["m2g"]
+    m = net.Model(r["config"])
     step, tokens, elapsed, cur, meta = train.load_snapshot(
         os.path.join(MODEL_DIR, "data", "m2g_resume.pt"), m, "m2g")
     assert step > 0 and tokens > 0 and elapsed > 0 and cur["warm_from"] == step
@@ -463,8 +465,8 @@ def test_log_upto_drops_steps_past_the_checkpoint():
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
-    assert c["n_layers"] == train.CONFIG_M1["n_layers"] and step > 0 < tokens
-    train.Model(c).load_state_dict(sd)
+    assert c["n_layers"] == net.CONFIG_M1["n_layers"] and step > 0 < tokens
+    net.Model(c).load_state_dict(sd)
 
 
 def test_committed_m1t_is_its_logged_run():
@@ -473,8 +475,8 @@ def test_committed_m1t_is_its_logged_run():
     `# done` line (the run ended by its recipe, not stopped)."""
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model1t.pkvm"))
-    assert train.same_shape(c, train.CONFIG_M1)
-    train.Model(c).load_state_dict(sd)
+    assert net.same_shape(c, net.CONFIG_M1)
+    net.Model(c).load_state_dict(sd)
     _, _, m1_step, m1_tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
     with open(os.path.join(MODEL_DIR, "train_m1t.log")) as f:
