@@ -176,5 +176,9 @@ class Model(nn.Module):
                 x = tckpt.checkpoint(b, x, cos, sin, mask)
             else:
                 x = b(x, cos, sin, mask)
-        logits = self.out(self.norm(x))
+        # the output head in float32 under autocast too (train.py --bf16):
+        # the answers' loss is read off gaps between logits that bfloat16's
+        # 8 bits would round (0.125 at a logit of 20)
+        with torch.autocast(idx.device.type, enabled=False):
+            logits = self.out(self.norm(x.float()))
         return (logits, attns) if want_attn else logits

@@ -278,6 +278,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--bf16", action="store_true",
+                    help="the training steps' matrix products in bfloat16 "
+                    "(torch.autocast; weights, optimizer, output head and "
+                    "held-out checks stay float32): 2.2x the tokens/s of "
+                    "float32 here, on cores with avx512_bf16")
     ap.add_argument("--ckpt-every", type=float, default=300.0, help="seconds")
     ap.add_argument("--eval-every", type=float, default=None,
                     help="seconds (0: at every checkpoint; default: the "
@@ -322,11 +327,14 @@ def main():
                             weight_decay=0.1)
     nparams = sum(p.numel() for p in model.parameters())
 
+    dev_type = torch.device(args.device).type
+
     def train_step(x, y, w, pos, lr):
         for g in opt.param_groups:
             g["lr"] = lr
         x, y, w = x.to(args.device), y.to(args.device), w.to(args.device)
-        logits = model(x, pos=None if pos is None else pos.to(args.device))
+        with torch.autocast(dev_type, dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(x, pos=None if pos is None else pos.to(args.device))
         ce = F.cross_entropy(logits.reshape(-1, 256), y.reshape(-1), reduction="none")
         loss = (ce * w.reshape(-1)).sum() / w.sum()
         opt.zero_grad(set_to_none=True)
@@ -345,7 +353,7 @@ def main():
                 train_step(x, y, w, pos, 1e-4)
                 dt = time.time() - t0
             print(f"T={T} B={B} span={span}: {B*T/dt:.0f} tokens/s "
-                  f"({nparams} params)", flush=True)
+                  f"({nparams} params, bf16={args.bf16})", flush=True)
         return
 
     os.makedirs(args.ckpt_dir, exist_ok=True)
@@ -368,8 +376,9 @@ def main():
         if os.path.exists(logp):
             cut_log(logp, step)
         logf = open(logp, "a")
-        print(f"# resumed at step {step}, {tokens} tokens, curriculum {cur}, "
-              f"phases={phases}", file=logf, flush=True)
+        print(f"# resumed at step {step}, {tokens} tokens, device={args.device} "
+              f"bf16={args.bf16}, curriculum {cur}, phases={phases}",
+              file=logf, flush=True)
     elif args.resume:
         step, tokens, elapsed, cur, init_meta = load_snapshot(
             args.resume, model, args.model)
@@ -378,8 +387,9 @@ def main():
         torch.manual_seed(args.seed + step)
         logf = open(logp, "a")
         print(f"# resumed from snapshot {args.resume} at step {step}, {tokens} "
-              f"tokens, optimizer fresh (warmup {WARMUP} steps), curriculum "
-              f"{cur}, phases={phases}", file=logf, flush=True)
+              f"tokens, device={args.device} bf16={args.bf16}, optimizer fresh "
+              f"(warmup {WARMUP} steps), curriculum {cur}, phases={phases}",
+              file=logf, flush=True)
     else:
         logf = open(logp, "a")
         init = ""
@@ -397,7 +407,8 @@ def main():
             init_meta.update(init_step=istep, init_tokens=itok)
             init = f" init={args.init} (step {istep}, {itok} tokens)"
         print(f"# start model={args.model} seed={args.seed} threads={args.threads} "
-              f"device={args.device} params={nparams} config={r['config']} "
+              f"device={args.device} bf16={args.bf16} params={nparams} "
+              f"config={r['config']} "
               f"phases={phases} tasks={r['tasks']} answer_weight={ANSWER_WEIGHT}"
               f"{init}", file=logf, flush=True)
         print("# step tokens elapsed_s ctx lr loss answer_loss tok_per_s", file=logf, flush=True)

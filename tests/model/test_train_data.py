@@ -462,6 +462,19 @@ def test_log_upto_drops_steps_past_the_checkpoint():
     assert train.log_upto(lines, 499) == lines[:2]
 
 
+def test_bf16_autocast_keeps_the_head_float32():
+    """train.py --bf16: the matrix products under autocast, the output head
+    (and so the loss) in float32, the logits near float32's."""
+    m = net.Model(dict(net.CONFIG_M1, n_layers=2, max_ctx=64))
+    x = torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = m(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lg = m(x)
+    assert ref.dtype == lg.dtype == torch.float32
+    assert (lg - ref).abs().max().item() < 0.05
+
+
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
