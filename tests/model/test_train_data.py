@@ -475,6 +475,25 @@ def test_bf16_autocast_keeps_the_head_float32():
     assert (lg - ref).abs().max().item() < 0.05
 
 
+def test_blocked_attention_is_the_full_product():
+    """Block's attention in ATTN_ROWS-row blocks (training, logits) gives
+    what the one T x T product (want_attn) gives, T a multiple of the
+    block or not, with position skips too."""
+    m = net.Model(dict(net.CONFIG_M1, n_layers=2, max_ctx=1024))
+    for p in m.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    g = torch.Generator().manual_seed(4)
+    for T in (net.ATTN_ROWS * 3, net.ATTN_ROWS * 2 + 37, 40):
+        x = torch.randint(0, 256, (2, T), generator=g)
+        pos = torch.arange(T).repeat(2, 1)
+        pos[:, T // 2:] += 100
+        for ps in (None, pos):
+            with torch.no_grad():
+                lg = m(x, pos=ps)
+                full, _ = m(x, want_attn=True, pos=ps)
+            assert (lg - full).abs().max().item() < 1e-4, T
+
+
 def test_committed_weights_read_back():
     c, sd, step, tokens = export.read_weights(
         os.path.join(MODEL_DIR, "data", "model.pkvm"))
