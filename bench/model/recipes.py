@@ -132,13 +132,19 @@ RECIPES = {
     # fresh optimizer at half m1t's peak rate (the weights are trained
     # already), then m1t's ending: done_nats, or 2 M tokens at the floor,
     # and a cool-down.
+    # The horizon was 8 M tokens, sized for 280-320 tokens/s at 1024 (7
+    # hours); from 1.9 M tokens the run went at 1,100-1,500 (train.py
+    # --bf16, attention in row blocks). At 5.6 M (rate 1.4e-4) every
+    # task's running nats an answer was under 0.36 but vartrack's, 1.2-1.4
+    # and falling (2.7 at 1.6 M); the horizon became 16 M there (the run
+    # resumed from its checkpoint; the rate rose to 3.7e-4).
     "m2g": dict(config=CONFIG_M2G, tasks=tasks.TASKS, init="m1t",
         init_config=CONFIG_M1, phases=[
             (512, 8, 0.9, 1_000_000, 6_000_000, 1024),
             (1024, 2, 0.8, 0, 10**12)],
         adaptive_from=0, letters_from=0,
         answer_ok=0.15, done_nats=DONE_NATS, lr_max=5e-4, lr_min=5e-5,
-        horizon=8_000_000, floor_len=2_000_000, lr_end=1e-5,
+        horizon=16_000_000, floor_len=2_000_000, lr_end=1e-5,
         cool_start=200_000, cool_len=1_000_000, recompute_from=1 << 30,
         eval_n=8, eval_every=2400.0),
 }
@@ -174,6 +180,12 @@ def phase_of(ph):
     """(context, batch, task fraction, min tokens, max tokens, span): a
     phase's sixth entry, the position span, defaults to its context."""
     return tuple(ph) + (ph[0],) * (6 - len(ph))
+
+
+def rate_of(r):
+    """The recipe's learning-rate schedule, as the log records it."""
+    return {k: r[k] for k in ("lr_max", "lr_min", "horizon", "floor_len",
+                              "lr_end", "cool_len") if k in r}
 
 
 def lr_at(r, step, tokens, cur):

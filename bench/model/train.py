@@ -52,7 +52,8 @@ from net import Model  # noqa: E402
 from recipes import (ANSWER_EMA, ANSWER_WEIGHT, RECIPES,  # noqa: E402
                      START_LOSS, WARMUP, answer_nats, answers_loss,
                      cool_down_starts, finished, init_state, lr_at,
-                     phase_of, phase_tasks, task_weights, update_task_ema)
+                     phase_of, phase_tasks, rate_of, task_weights,
+                     update_task_ema)
 
 # ------------------------------------------------------------------ data ---
 
@@ -377,8 +378,8 @@ def main():
             cut_log(logp, step)
         logf = open(logp, "a")
         print(f"# resumed at step {step}, {tokens} tokens, device={args.device} "
-              f"bf16={args.bf16}, curriculum {cur}, phases={phases}",
-              file=logf, flush=True)
+              f"bf16={args.bf16}, curriculum {cur}, phases={phases}, "
+              f"rate={rate_of(r)}", file=logf, flush=True)
     elif args.resume:
         step, tokens, elapsed, cur, init_meta = load_snapshot(
             args.resume, model, args.model)
@@ -388,8 +389,8 @@ def main():
         logf = open(logp, "a")
         print(f"# resumed from snapshot {args.resume} at step {step}, {tokens} "
               f"tokens, device={args.device} bf16={args.bf16}, optimizer fresh "
-              f"(warmup {WARMUP} steps), curriculum {cur}, phases={phases}",
-              file=logf, flush=True)
+              f"(warmup {WARMUP} steps), curriculum {cur}, phases={phases}, "
+              f"rate={rate_of(r)}", file=logf, flush=True)
     else:
         logf = open(logp, "a")
         init = ""
@@ -409,7 +410,8 @@ def main():
         print(f"# start model={args.model} seed={args.seed} threads={args.threads} "
               f"device={args.device} bf16={args.bf16} params={nparams} "
               f"config={r['config']} "
-              f"phases={phases} tasks={r['tasks']} answer_weight={ANSWER_WEIGHT}"
+              f"phases={phases} rate={rate_of(r)} tasks={r['tasks']} "
+              f"answer_weight={ANSWER_WEIGHT}"
               f"{init}", file=logf, flush=True)
         print("# step tokens elapsed_s ctx lr loss answer_loss tok_per_s", file=logf, flush=True)
 
