@@ -192,7 +192,8 @@ def lr_at(r, step, tokens, cur):
     """The cosine from lr_max to lr_min over the recipe's horizon, after a
     linear warmup of WARMUP steps; a run resumed from a snapshot (its
     optimizer fresh, cur's warm_from its first step) warms up again to the
-    cosine's value; the cool-down's linear fall to lr_min."""
+    cosine's value; the cool-down's linear fall to lr_end (lr_min where
+    the recipe has none)."""
     if "warm_from" not in cur and step < WARMUP:
         return r["lr_max"] * (step + 1) / WARMUP
     f = min(1.0, tokens / r["horizon"])

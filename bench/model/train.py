@@ -364,6 +364,8 @@ def main():
     step, tokens, elapsed = 0, 0, 0.0
     cur = dict(phase=0, phase_tokens=0, answer_ema=START_LOSS)
     init_meta = {}
+    run = (f"device={args.device} bf16={args.bf16} phases={phases} "
+           f"rate={rate_of(r)}")
     if os.path.exists(ck):
         st = torch.load(ck, map_location=args.device, weights_only=False)
         model.load_state_dict(st["model"])
@@ -376,23 +378,17 @@ def main():
         init_meta.update({k: st[k] for k in ("init_step", "init_tokens") if k in st})
         if os.path.exists(logp):
             cut_log(logp, step)
-        logf = open(logp, "a")
-        print(f"# resumed at step {step}, {tokens} tokens, device={args.device} "
-              f"bf16={args.bf16}, curriculum {cur}, phases={phases}, "
-              f"rate={rate_of(r)}", file=logf, flush=True)
+        head = f"# resumed at step {step}, {tokens} tokens, {run}, curriculum {cur}"
     elif args.resume:
         step, tokens, elapsed, cur, init_meta = load_snapshot(
             args.resume, model, args.model)
         # a fresh draw from here: the snapshot keeps no random state
         rng = random.Random(args.seed + step)
         torch.manual_seed(args.seed + step)
-        logf = open(logp, "a")
-        print(f"# resumed from snapshot {args.resume} at step {step}, {tokens} "
-              f"tokens, device={args.device} bf16={args.bf16}, optimizer fresh "
-              f"(warmup {WARMUP} steps), curriculum {cur}, phases={phases}, "
-              f"rate={rate_of(r)}", file=logf, flush=True)
+        head = (f"# resumed from snapshot {args.resume} at step {step}, "
+                f"{tokens} tokens, {run}, optimizer fresh (warmup {WARMUP} "
+                f"steps), curriculum {cur}")
     else:
-        logf = open(logp, "a")
         init = ""
         if r.get("init"):
             if not args.init:
@@ -407,13 +403,13 @@ def main():
             model.load_state_dict(sd)
             init_meta.update(init_step=istep, init_tokens=itok)
             init = f" init={args.init} (step {istep}, {itok} tokens)"
-        print(f"# start model={args.model} seed={args.seed} threads={args.threads} "
-              f"device={args.device} bf16={args.bf16} params={nparams} "
-              f"config={r['config']} "
-              f"phases={phases} rate={rate_of(r)} tasks={r['tasks']} "
-              f"answer_weight={ANSWER_WEIGHT}"
-              f"{init}", file=logf, flush=True)
-        print("# step tokens elapsed_s ctx lr loss answer_loss tok_per_s", file=logf, flush=True)
+        head = (f"# start model={args.model} seed={args.seed} "
+                f"threads={args.threads} {run} params={nparams} "
+                f"config={r['config']} tasks={r['tasks']} "
+                f"answer_weight={ANSWER_WEIGHT}{init}\n"
+                "# step tokens elapsed_s ctx lr loss answer_loss tok_per_s")
+    logf = open(logp, "a")
+    print(head, file=logf, flush=True)
 
     t_ck = t_ev = time.time()
     t_start = time.time() - elapsed
