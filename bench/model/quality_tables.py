@@ -12,6 +12,12 @@ where measured, and the CPU time of every run and in total.
 Held-out NLL does not depend on the task, so it is measured on one task per
 model only (--nll-task, default the first of --tasks).
 
+Each model also gets the rows that decide (--summary, a few methods): one
+table per budget, a column per task and protocol, each cell the accuracy
+with its paired difference from uniform. --reuse keeps the runs a previous
+call with the same options finished in --out (their command is recorded
+beside them), so a long table can be finished in pieces.
+
 Plain python3, standard library only. docs/quality.md, "Reproducing the
 two-model table", gives the command; "The TSV" defines the columns read.
 Exit status: 0; 1 if a model_eval run failed; 2 for a usage error, a
@@ -34,6 +40,9 @@ TASKS = ["needle", "multikey", "multivalue", "vartrack", "multiq"]
 # model.pkvm (m1, the pass key alone) answers none of the other tasks.
 DEFAULT_MODELS = [os.path.join(DATA, "model1t.pkvm"),
                   os.path.join(DATA, "model2.pkvm")]
+# --summary's default: uniform, the pyramid, the head-adaptive pool, CAKE's
+# layer shares, both together, and TOVA (the newest query's attention).
+SUMMARY = "uniform,pyramid4,ada-snapkv,cake,ada-cake,tova"
 RUN_TIME = re.compile(r"^run time ([0-9.]+) s \(CPU\)$", re.M)
 UNSUPPORTED = re.compile(r"^(\S+)\s+(.+?)\s+not in this library \((.*)\)$",
                          re.M)
@@ -87,8 +96,15 @@ def parse_args(argv):
                    "model_eval of this checkout)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="runs in parallel (default: 1)")
+    p.add_argument("--summary", default=SUMMARY, metavar="LIST",
+                   help="method keys of each model's rows-that-decide "
+                   "tables (default: %(default)s; empty: none)")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep the runs in --out that finished with the "
+                   "same command (DIR/MODEL.TASK.cmd); run the others")
     a = p.parse_args(argv)
     a.tasks = [t for t in a.tasks.split(",") if t]
+    a.summary = [k for k in a.summary.split(",") if k]
     for t in a.tasks:
         if t not in TASKS:
             p.error("unknown task '%s' (tasks: %s)" % (t, " ".join(TASKS)))
@@ -124,8 +140,8 @@ def stem(model):
     return os.path.splitext(os.path.basename(model))[0]
 
 
-def run_one(a, model, task):
-    """One model_eval run: returns a dict with its files and CPU seconds."""
+def command(a, model, task):
+    """One run's output base name and model_eval command line."""
     base = os.path.join(a.out, "%s.%s" % (stem(model), task))
     cmd = [a.model_eval, "--model", model, "--task", task,
            "--methods", a.methods, "--budgets", a.budgets,
@@ -136,14 +152,49 @@ def run_one(a, model, task):
         cmd += ["--ctx", str(a.ctx)]
     if a.seed is not None:
         cmd += ["--seed", str(a.seed)]
-    with open(base + ".txt", "w") as out, open(base + ".err", "w") as err:
-        rc = subprocess.call(cmd, stdout=out, stderr=err)
+    return base, cmd
+
+
+def finished(base, cmd):
+    """The run at base finished with this command: its recorded command is
+    cmd, its text has the run time line and its TSV exists."""
+    try:
+        with open(base + ".cmd") as f:
+            if f.read() != " ".join(cmd) + "\n":
+                return False
+        with open(base + ".txt") as f:
+            return (RUN_TIME.search(f.read()) is not None
+                    and os.path.isfile(base + ".tsv"))
+    except OSError:
+        return False
+
+
+def run_one(a, model, task):
+    """One model_eval run (or with --reuse the finished one in --out):
+    returns a dict with its files and CPU seconds."""
+    base, cmd = command(a, model, task)
+    if a.reuse and finished(base, cmd):
+        rc = 0
+    else:
+        rc = run_eval(base, cmd)
     with open(base + ".txt") as f:
         text = f.read()
     m = RUN_TIME.search(text)
     return {"model": model, "task": task, "cmd": cmd, "rc": rc,
             "base": base, "text": text,
             "cpu": float(m.group(1)) if m else float("nan")}
+
+
+def run_eval(base, cmd):
+    """Runs model_eval, its output and stderr beside its command."""
+    if os.path.exists(base + ".cmd"):
+        os.remove(base + ".cmd")
+    with open(base + ".txt", "w") as out, open(base + ".err", "w") as err:
+        rc = subprocess.call(cmd, stdout=out, stderr=err)
+    if rc == 0:
+        with open(base + ".cmd", "w") as f:
+            f.write(" ".join(cmd) + "\n")
+    return rc
 
 
 def num(s):
@@ -213,6 +264,58 @@ def table(r):
     return out, notes
 
 
+def compact(v, sign=False):
+    """A figure as the summary prints it: whole numbers without decimals,
+    one decimal otherwise, a minus sign (U+2212) for negatives."""
+    t = "%.1f" % v
+    t = t[:-2] if t.endswith(".0") else t
+    t = "0" if t == "-0" else t
+    if sign and not t.startswith("-"):
+        t = "+" + t
+    return t.replace("-", "\u2212")
+
+
+PROTOCOLS = (("aw", "needle_aware", "diff_aware", "se_aware"),
+             ("ag", "needle_agnostic", "diff_agnostic", "se_agnostic"))
+
+
+def summary(a, mine):
+    """The rows that decide for one model's runs: per budget a table, one
+    column per task and protocol measured, one row per --summary key (and
+    the full cache above the first budget), each cell the accuracy and
+    (difference from uniform ± its standard error) where there is one and
+    it is not 0 ± 0 (the same answers as uniform on every prompt)."""
+    data = {r["task"]: read_tsv(r["base"] + ".tsv") for r in mine}
+    cols = [(t, p) for t in data for p in PROTOCOLS
+            if any(not math.isnan(num(x[p[1]])) for x in data[t])]
+    dens = sorted({int(x["den"]) for t in data for x in data[t]} - {0})
+    out = []
+    for i, den in enumerate(dens):
+        keys = (["full"] if i == 0 else []) + a.summary
+        out += ["| 1/%d | %s |" % (den, " | ".join(
+                    "%s %s" % (t, p[0]) for t, p in cols)),
+                "|" + " --- |" * (len(cols) + 1)]
+        for k in keys:
+            cells, name = [], None
+            for t, p in cols:
+                x = next((x for x in data[t] if x["key"] == k and
+                          int(x["den"]) == (0 if k == "full" else den)),
+                         None)
+                if x is None or math.isnan(num(x[p[1]])):
+                    cells.append("")
+                    continue
+                name = x["method"]
+                c = compact(num(x[p[1]]))
+                d, se = num(x[p[2]]), num(x[p[3]])
+                if not (math.isnan(d) or d == se == 0):
+                    c += " (%s ± %s)" % (compact(d, True), compact(se))
+                cells.append(c)
+            if name is not None:
+                out.append("| %s | %s |" % (name, " | ".join(cells)))
+        out.append("")
+    return out
+
+
 def header_line(text, prefix):
     for line in text.splitlines():
         if line.startswith(prefix):
@@ -234,6 +337,15 @@ def markdown(a, runs, argv):
         mine = [r for r in runs if r["model"] == model]
         md += ["## %s" % os.path.basename(model), "",
                header_line(mine[0]["text"], "model:"), ""]
+        if a.summary:
+            md += ["### %s: the rows that decide" % os.path.basename(model),
+                   "",
+                   "Accuracy in %% (multiq: of its questions), aw "
+                   "query-aware, ag query-agnostic; in brackets the paired "
+                   "difference from uniform SnapKV ± its standard error, "
+                   "left out where it is 0 ± 0; "
+                   "methods %s." % ", ".join(a.summary), ""]
+            md += summary(a, mine)
         for r in mine:
             lines, notes = table(r)
             md += ["### %s: %s" % (os.path.basename(model), r["task"]), "",

@@ -7,8 +7,12 @@ NLL; multiq: query-agnostic only), two methods at budget 1/4, 3 prompts,
 context 360, and checks the markdown's structure (a section per model and
 task, the full cache row first, the columns each task has, the notes), that
 every number in it equals its run's TSV and its run's text table, and that
-the CPU table adds up to the "run time" lines. Then the usage errors: a
-missing model_eval and a missing model file exit 2 with a message.
+the CPU table adds up to the "run time" lines; each model's rows that
+decide (--summary) against the TSVs. --reuse: the same call again runs
+nothing and writes the same markdown; without --reuse or with another
+--needles the runs run again. Then the
+usage errors: a missing model_eval and a missing model file exit 2 with a
+message.
 
 usage: quality_tables_check.py MODEL_EVAL BENCH_MODEL_DIR WORK_DIR
 """
@@ -25,6 +29,7 @@ SCRIPT = os.path.join(BENCH, "quality_tables.py")
 MODELS = [os.path.join(BENCH, "data", "model.pkvm"),
           os.path.join(BENCH, "data", "model2_init.pkvm")]
 TASKS = ["needle", "multiq"]
+ARGS = []  # the first call's arguments
 errors = []
 
 
@@ -51,8 +56,16 @@ def run(args):
                           capture_output=True, text=True)
 
 
+def compact(v, sign=False):
+    t = "%.1f" % v
+    t = t[:-2] if t.endswith(".0") else t
+    t = "0" if t == "-0" else t
+    return ("+" + t if sign and t[0] != "-" else t).replace("-", "\u2212")
+
+
 def md_sections(md):
-    """{(model, task): (context line, table rows as cell lists, notes)}"""
+    """{(model, task): (context line, table rows as cell lists, notes)};
+    the rows that decide under (model, "the rows that decide")."""
     out = {}
     blocks = re.split(r"^### ", md, flags=re.M)[1:]
     for b in blocks:
@@ -89,13 +102,76 @@ def text_rows(text):
     return rows
 
 
+def check_summary(out, model, sec):
+    """The rows that decide of one model (default --summary: uniform and
+    ada-snapkv are in it, the rest not measured): a column per task and
+    protocol, the full cache then uniform then ada-snapkv, each cell the
+    TSV's accuracy and, but for 0 +- 0, its difference +- standard error."""
+    if not check(sec is not None, "%s: no rows that decide" % model):
+        return
+    _, rows, _ = sec
+    check(rows[0] == ["1/4", "needle aw", "needle ag", "multiq ag"],
+          "%s summary header %s" % (model, rows[0]))
+    stem = os.path.splitext(os.path.basename(model))[0]
+    tsv = {}
+    for t in TASKS:
+        with open(os.path.join(out, "%s.%s.tsv" % (stem, t)),
+                  newline="") as f:
+            tsv[t] = {x["key"]: x for x in csv.DictReader(f, delimiter="\t")}
+    body = rows[2:]
+    check([r[0] for r in body] == [tsv["needle"][k]["method"] for k in
+                                   ("full", "uniform", "ada-snapkv")],
+          "%s summary rows %s" % (model, [r[0] for r in body]))
+    cols = [("needle", "aware"), ("needle", "agnostic"), ("multiq", "agnostic")]
+    for r, k in zip(body, ("full", "uniform", "ada-snapkv")):
+        for cell, (t, p) in zip(r[1:], cols):
+            x = tsv[t][k]
+            want = compact(num(x["needle_" + p]))
+            d, se = num(x["diff_" + p]), num(x["se_" + p])
+            if not (math.isnan(d) or d == se == 0):
+                want += " (%s ± %s)" % (compact(d, True), compact(se))
+            check(cell == want, "%s summary %s %s %s: %r, tsv %r"
+                  % (model, k, t, p, cell, want))
+
+
+def check_reuse(out, md):
+    """--reuse with the same options runs nothing (the texts untouched) and
+    writes the same markdown; without --reuse, or with another --needles,
+    the runs run again."""
+    txt = [os.path.join(out, f) for f in sorted(os.listdir(out))
+           if f.endswith(".txt")]
+    before = [os.stat(f).st_mtime_ns for f in txt]
+    r = run(ARGS + ["--reuse"])
+    check(r.returncode == 0, "--reuse: exit %d %s" % (r.returncode, r.stderr))
+    check([os.stat(f).st_mtime_ns for f in txt] == before,
+          "--reuse ran model_eval again")
+    with open(os.path.join(out, "tables.md")) as f:
+        again = f.read()
+    strip = lambda m: m.split("\n", 3)[3]  # the command line differs
+    check(strip(again) == strip(md), "--reuse: another markdown")
+    r = run(ARGS)
+    check(r.returncode == 0 and all(
+        os.stat(f).st_mtime_ns != t for f, t in zip(txt, before)),
+          "without --reuse the runs were not all run again")
+    args = list(ARGS)
+    args[args.index("--needles") + 1] = "2"
+    r = run(args + ["--reuse", "--tasks", "needle"])
+    with open(os.path.join(out, "%s.needle.txt" % os.path.splitext(
+            os.path.basename(MODELS[0]))[0])) as f:
+        check(r.returncode == 0 and "; 2 " in f.read(),
+              "--reuse with --needles 2 did not run again")
+    with open(os.path.join(out, "tables.md")) as f:
+        check(f.read() != again, "--needles 2: the same markdown")
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     out = os.path.join(WORK, "out")
-    r = run(["--models", ",".join(MODELS), "--tasks", ",".join(TASKS),
-             "--methods", "uniform,ada-snapkv", "--budgets", "4",
-             "--needles", "3", "--nll-samples", "1", "--ctx", "360",
-             "--out", out, "--model-eval", MODEL_EVAL])
+    ARGS[:] = ["--models", ",".join(MODELS), "--tasks", ",".join(TASKS),
+               "--methods", "uniform,ada-snapkv", "--budgets", "4",
+               "--needles", "3", "--nll-samples", "1", "--ctx", "360",
+               "--out", out, "--model-eval", MODEL_EVAL]
+    r = run(ARGS)
     if r.returncode != 0:
         print(r.stdout, r.stderr)
         print("FAIL: quality_tables.py exited %d" % r.returncode)
@@ -103,9 +179,13 @@ def main():
     with open(os.path.join(out, "tables.md")) as f:
         md = f.read()
     secs = md_sections(md)
+    summaries = {k[0]: secs.pop(k) for k in list(secs)
+                 if k[1] == "the rows that decide"}
     check(sorted(secs) == sorted((os.path.basename(m), t)
                                  for m in MODELS for t in TASKS),
           "sections %s" % sorted(secs))
+    check(sorted(summaries) == sorted(os.path.basename(m) for m in MODELS),
+          "summaries %s" % sorted(summaries))
     for m in MODELS:
         check("\n## %s\n" % os.path.basename(m) in md,
               "no model heading for %s" % m)
@@ -174,6 +254,9 @@ def main():
             # the uniform row and the full cache have no difference
             check(all(r[head.index("agnostic vs uniform")] == ""
                       for r in body[:2]), "%s: uniform/full diff" % (key,))
+    for m in MODELS:
+        check_summary(out, m, summaries.get(os.path.basename(m)))
+    check_reuse(out, md)
     cpu_rows = re.findall(r"^\| (\S+) \| (\S+) \| ([0-9.]+) \|$", md, re.M)
     got = {(a, b): float(c) for a, b, c in cpu_rows}
     for k, v in cpu.items():
