@@ -8,9 +8,10 @@
  * prompt). A third test runs real eviction and checks that the K/V slots
  * always hold exactly the library's kept positions. Built once per model
  * file (PKM_MODEL_FILE, PKM_REF_FILE under bench/model/data): the trained
- * first model m1, m1t (m1 taught the task suite), and a random-init model
- * of the second model's shape (12 layers, 4 query heads per KV head, 4 KV
- * heads, head dim 16).
+ * first model m1, m1t (m1 taught the task suite), the trained second model
+ * m2g (12 layers, 4 query heads per KV head, 4 KV heads, head dim 32,
+ * 1024 positions) and a random-init model of m2's shape (the same but
+ * head dim 16).
  */
 #include <math.h>
 #include <setjmp.h>

@@ -436,22 +436,6 @@ def test_m2g_starts_from_m1t_grown():
     net.Model(c).load_state_dict(recipes.init_state(r, c1t, sd1t))
 
 
-def test_committed_snapshot_goes_on():
-    """The committed m2g snapshot (what the next session resumes from)
-    loads into m2g's shape at a place in its recipe, and its committed log
-    ends where the snapshot is."""
-    r = recipes.RECIPES["m2g"]
-    m = net.Model(r["config"])
-    step, tokens, elapsed, cur, meta = train.load_snapshot(
-        os.path.join(MODEL_DIR, "data", "m2g_resume.pt"), m, "m2g")
-    assert step > 0 and tokens > 0 and elapsed > 0 and cur["warm_from"] == step
-    assert 0 <= cur["phase"] < len(r["phases"])
-    assert meta["init_tokens"] > 0
-    with open(os.path.join(MODEL_DIR, "train_m2g.log")) as f:
-        steps = [int(ln.split()[0]) for ln in f if ln[:1].isdigit()]
-    assert steps and steps[-1] <= step < steps[-1] + 20
-
-
 def test_log_upto_drops_steps_past_the_checkpoint():
     """A run killed after its checkpoint at step 508 logged 520 and 540 and
     an evaluation at 540; resumed from 508 its log keeps what 508 saw."""
@@ -501,21 +485,34 @@ def test_committed_weights_read_back():
     net.Model(c).load_state_dict(sd)
 
 
-def test_committed_m1t_is_its_logged_run():
-    """model1t.pkvm is m1t as its committed log ended it: m1's shape, and
-    its header counts m1's steps and tokens plus those of the m1t run's
-    `# done` line (the run ended by its recipe, not stopped)."""
+def logged_run(weights, source, log, shape):
+    """A committed weights file is its run as the committed log ended it:
+    the recipe's shape, and a header counting the steps and tokens of the
+    file the run started from (--init) plus those of the log's `# done`
+    line (the run ended by its recipe, not stopped)."""
     c, sd, step, tokens = export.read_weights(
-        os.path.join(MODEL_DIR, "data", "model1t.pkvm"))
-    assert net.same_shape(c, net.CONFIG_M1)
+        os.path.join(MODEL_DIR, "data", weights))
+    assert net.same_shape(c, shape)
     net.Model(c).load_state_dict(sd)
-    _, _, m1_step, m1_tokens = export.read_weights(
-        os.path.join(MODEL_DIR, "data", "model.pkvm"))
-    with open(os.path.join(MODEL_DIR, "train_m1t.log")) as f:
+    _, _, init_step, init_tokens = export.read_weights(
+        os.path.join(MODEL_DIR, "data", source))
+    with open(os.path.join(MODEL_DIR, log)) as f:
         last = f.read().rstrip("\n").rsplit("\n", 1)[-1].split()
     assert last[:2] == ["#", "done"], last
     done_step, done_tokens = int(last[3]), int(last[5])
-    assert (step, tokens) == (m1_step + done_step, m1_tokens + done_tokens)
+    assert (step, tokens) == (init_step + done_step, init_tokens + done_tokens)
+
+
+def test_committed_m1t_is_its_logged_run():
+    """model1t.pkvm: m1's shape, m1's training plus the m1t log's."""
+    logged_run("model1t.pkvm", "model.pkvm", "train_m1t.log", net.CONFIG_M1)
+
+
+def test_committed_m2g_is_its_logged_run():
+    """model2.pkvm: m2g's shape, m1t's training (the file it grew from)
+    plus the m2g log's."""
+    logged_run("model2.pkvm", "model1t.pkvm", "train_m2g.log",
+               recipes.RECIPES["m2g"]["config"])
 
 
 if __name__ == "__main__":
