@@ -284,7 +284,7 @@ def summary(a, mine):
     column per task and protocol measured, one row per --summary key (and
     the full cache above the first budget), each cell the accuracy and
     (difference from uniform ± its standard error) where there is one and
-    it is not 0 ± 0 (the same answers as uniform on every prompt)."""
+    it is not 0 ± 0 (right on the same prompts as uniform)."""
     data = {r["task"]: read_tsv(r["base"] + ".tsv") for r in mine}
     cols = [(t, p) for t in data for p in PROTOCOLS
             if any(not math.isnan(num(x[p[1]])) for x in data[t])]
